@@ -1,0 +1,40 @@
+# sci-ingest: `make run` sets up and runs the main job; `make test` sets up and runs the tests.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+UV_VERSION := 0.13.9
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test bench lock server-start server-stop clean
+
+install: $(STAMP)
+
+# The project-local virtualenv, with exactly the pinned tree of requirements.lock.
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	@touch $@
+
+run: install
+	$(BIN)/sci-ingest run
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/bench_pasta.py
+
+# Re-resolve the pins after editing requirements.in.
+lock:
+	$(BIN)/uv pip compile --python-version 3.11 --prerelease=if-necessary-or-explicit --quiet requirements.in -o requirements.lock
+
+server-start: install
+	$(BIN)/sci-ingest server start
+
+server-stop: install
+	$(BIN)/sci-ingest server stop
+
+clean:
+	rm -rf .sci-ingest .pytest_cache

@@ -1,0 +1,50 @@
+"""Settings: where MongoDB is, which database, where local state lives.
+
+Resolution order for the MongoDB URI: explicit argument (``--mongo-uri``) >
+``MONGODB_URI`` environment variable > (inside Airflow) the ``mongo_default``
+connection > none, which means "start the embedded SecantusDB server".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB = "sci_ingest"
+SAMPLES_DIR = PROJECT_ROOT / "samples"
+SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+
+
+def _state_dir() -> Path:
+    return Path(os.environ.get("SCI_INGEST_HOME", PROJECT_ROOT / ".sci-ingest"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    mongo_uri: str | None = None
+    db_name: str = DEFAULT_DB
+    state_dir: Path = field(default_factory=_state_dir)
+    dask_scheduler: str | None = None
+    batch_size: int = 1000
+    progress: bool = True
+
+    @property
+    def db_dir(self) -> Path:
+        return self.state_dir / "db"
+
+    @property
+    def out_dir(self) -> Path:
+        return self.state_dir / "out"
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        env = os.environ
+        base = cls(
+            mongo_uri=env.get("MONGODB_URI") or None,
+            db_name=env.get("SCI_INGEST_DB", DEFAULT_DB),
+            dask_scheduler=env.get("DASK_SCHEDULER_ADDRESS") or None,
+        )
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return replace(base, **clean)

@@ -1,0 +1,70 @@
+"""The exception hierarchy of sci-ingest.
+
+Every error sci-ingest raises on purpose derives from :class:`SciIngestError`,
+so callers can catch one class.  Errors from libraries (pymongo, OS, Dask,
+Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
+
+    SciIngestError
+    ├── ConfigError            bad or missing configuration (URI, paths, options)
+    ├── ServerError            the embedded server could not start / stop / answer
+    ├── DatabaseError          a MongoDB operation failed (wraps pymongo errors)
+    │   └── UnsupportedFeature the server lacks a feature (hashed index, sharding)
+    ├── InputError             an input file could not be read or understood
+    │   ├── UnknownFormat      no registered format recognises the file
+    │   └── ParseError         a parser met malformed input (file, line, reason)
+    ├── AnalysisError          an analysis stage failed
+    └── ValidationFailed       a critical expectation failed
+"""
+
+from __future__ import annotations
+
+
+class SciIngestError(Exception):
+    """Base class of every error sci-ingest raises on purpose."""
+
+
+class ConfigError(SciIngestError):
+    """Bad or missing configuration."""
+
+
+class ServerError(SciIngestError):
+    """The embedded database server could not be started, stopped or reached."""
+
+
+class DatabaseError(SciIngestError):
+    """A MongoDB operation failed."""
+
+
+class UnsupportedFeature(DatabaseError):
+    """The connected server does not support a feature (e.g. hashed indexes)."""
+
+
+class InputError(SciIngestError):
+    """An input file could not be read or understood."""
+
+
+class UnknownFormat(InputError):
+    """No registered format recognises the file."""
+
+
+class ParseError(InputError):
+    """Malformed input.  Names the file, the 1-based line (or record) number and the reason."""
+
+    def __init__(self, reason: str, *, source: str = "<stream>", line: int | None = None):
+        self.reason = reason
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {reason}")
+
+
+class AnalysisError(SciIngestError):
+    """An analysis stage failed."""
+
+
+class ValidationFailed(SciIngestError):
+    """A critical expectation failed.  ``failures`` lists what failed and sample values."""
+
+    def __init__(self, message: str, failures: list[dict] | None = None):
+        self.failures = failures or []
+        super().__init__(message)

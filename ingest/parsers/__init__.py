@@ -1,0 +1,125 @@
+"""Format registry: one format, one parser module, registered by name.
+
+A format is registered with a *sniffer* (cheap: looks at the file name and the
+first bytes) and the dotted path of its parser function, imported only when the
+format is used, so ``sci-ingest parse`` never pays for modules it does not need.
+
+Parser contracts (pure: no I/O beyond reading the handle they are given):
+
+* ``kind == "search"``  -> ``parse(handle: BinaryIO, source: str, *, sequences=True,
+  warn=None) -> Iterator[ingest.model.Query]``; raises :class:`ingest.errors.ParseError`.
+* ``kind == "records"`` -> ``read_records(handle: BinaryIO, source: str) ->
+  Iterator[ingest.parsers.materials.Record | ingest.errors.ParseError]``; a bad record
+  is *yielded* as a ParseError (file, record number, reason) so the caller can
+  set the whole file aside.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ingest.errors import UnknownFormat
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    kind: str  # "search" | "records"
+    entry_point: str  # "module:function"
+    sniff: Callable[[str, bytes], bool]
+    description: str = ""
+
+    def load(self) -> Callable:
+        module, _, func = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module), func)
+
+
+_REGISTRY: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    if fmt.name in _REGISTRY:
+        raise ValueError(f"format {fmt.name!r} is already registered")
+    _REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def get(name: str) -> Format:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownFormat(f"unknown format {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def strip_compression(name: str) -> str:
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def read_head(path: Path, size: int = 4096) -> bytes:
+    """First ``size`` bytes of the (decompressed) file; empty on a broken gzip."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    try:
+        if magic == b"\x1f\x8b":
+            with gzip.open(path, "rb") as fh:
+                return fh.read(size)
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except (OSError, EOFError):
+        return b""
+
+
+def detect(path: Path) -> Format:
+    """The format of ``path``, by its name first, then by its first bytes."""
+    head = read_head(path)
+    name = strip_compression(path.name.lower())
+    for fmt in _REGISTRY.values():
+        if fmt.sniff(name, head):
+            return fmt
+    raise UnknownFormat(f"{path}: not a recognised format (known: {', '.join(names())})")
+
+
+_PASTA_SUFFIXES = (".m10", ".m10.txt", ".pasta", ".ssearch", ".fasta36")
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+
+def _sniff_pasta(name: str, head: bytes) -> bool:
+    if name.endswith(_PASTA_SUFFIXES):
+        return True
+    # A -m 10 file starts with the command line ("# ssearch36 ...") or the program banner,
+    # and announces queries with ">>>".
+    return b">>>" in head and (b"; pg_name" in head or b"version 36" in head or b"\n>>>" in head)
+
+
+def _sniff_json(name: str, head: bytes) -> bool:
+    if name.endswith(_JSON_SUFFIXES):
+        return True
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
+register(
+    Format(
+        name="pasta",
+        kind="search",
+        entry_point="ingest.parsers.pasta:parse",
+        sniff=_sniff_pasta,
+        description="FASTA-suite -m 10 output (ssearch36, fasta36, ggsearch36, ...)",
+    )
+)
+register(
+    Format(
+        name="materials",
+        kind="records",
+        entry_point="ingest.parsers.materials:read_records",
+        sniff=_sniff_json,
+        description="Materials-Project-style JSON / JSON Lines documents (materials and tasks)",
+    )
+)

@@ -1,0 +1,57 @@
+"""Test fixtures: a real MongoDB-wire server process over a socket, never a mock.
+
+By default a private SecantusDB server is started for the session.  Set
+``SCI_INGEST_TEST_URI`` to run the suite against a real MongoDB instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pymongo
+import pytest
+
+from ingest.server import EmbeddedServer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_MATERIALS = REPO_ROOT.parent / "shared" / "data" / "materials"
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(tmp_path_factory) -> str:
+    external = os.environ.get("SCI_INGEST_TEST_URI")
+    if external:
+        yield external
+        return
+    state = tmp_path_factory.mktemp("server")
+    server = EmbeddedServer(state / "db", log_path=state / "server.log")
+    server.start()
+    try:
+        yield server.uri
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mongo_client(mongo_uri) -> pymongo.MongoClient:
+    client = pymongo.MongoClient(mongo_uri)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def db(mongo_client):
+    """A fresh database for one test, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    database = mongo_client[name]
+    yield database
+    mongo_client.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def shared_materials() -> Path:
+    if not SHARED_MATERIALS.is_dir():
+        pytest.skip(f"real Materials Project documents not available: {SHARED_MATERIALS} is absent")
+    return SHARED_MATERIALS
