@@ -63,7 +63,10 @@ class ServerInfo:
 def connect(uri: str, timeout_ms: int = 10_000) -> pymongo.MongoClient:
     """A client for ``uri``, checked to answer; raises DatabaseError if nothing answers."""
     try:
-        client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, appname="sci-ingest")
+        options = {"appname": "sci-ingest"}
+        if "serverselectiontimeoutms" not in uri.lower():  # an explicit URI option wins
+            options["serverSelectionTimeoutMS"] = timeout_ms
+        client = pymongo.MongoClient(uri, **options)
         client.admin.command("ping")
     except PyMongoError as exc:
         raise DatabaseError(f"cannot reach MongoDB at {redact(uri)}: {exc}") from exc

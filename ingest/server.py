@@ -107,8 +107,11 @@ class EmbeddedServer:
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> str:
         """Start the process and wait until it answers ``hello``; return its URI."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
         if self.port is None:
             self.port = free_port(self.host)
         log = open(self.log_path, "ab")
@@ -196,6 +199,14 @@ def start_background(state_dir: Path, port: int | None = None) -> dict:
     return {**state, "already_running": False}
 
 
+def _reap(pid: int) -> None:
+    """Collect the exit status if ``pid`` is our own child (so it does not linger as a zombie)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
 def stop_background(state_dir: Path, timeout: float = 20.0) -> bool:
     """Stop the long-lived server; False if none was running."""
     path = _state_file(state_dir)
@@ -210,6 +221,7 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> bool:
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
+                _reap(pid)
                 os.kill(pid, 0)
                 time.sleep(0.1)
             os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,239 @@
+"""The ``sci-ingest`` command line.
+
+Start-up stays light: heavy packages (Dask, pandas, Great Expectations,
+Airflow) are imported only by the subcommands that need them, so
+``sci-ingest parse`` costs no more than the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ingest.errors import SciIngestError
+
+EPILOG_MAIN = """\
+examples:
+  sci-ingest run                         load the bundled samples, analyze, validate, print timings
+  sci-ingest run --json                  the same, one JSON object on stdout
+  sci-ingest load results/*.m10.gz materials.jsonl
+  sci-ingest parse query1.m10 > query1.jsonl
+  sci-ingest timings --last
+  sci-ingest server start                keep an embedded server running (for Airflow)
+  MONGODB_URI=mongodb://mongos:27017/ sci-ingest run     use a real MongoDB / sharded cluster
+
+exit codes: 0 success, 2 some inputs failed but the rest went in, 1 fatal error
+"""
+
+
+def _settings(args):
+    from ingest.config import Settings
+
+    return Settings.from_env(mongo_uri=args.mongo_uri, db_name=args.db,
+                             dask_scheduler=getattr(args, "scheduler", None),
+                             progress=not args.quiet and not getattr(args, "json", False))
+
+
+def _print_report(report, as_json: bool) -> int:
+    from ingest.report import dumps, render_run
+
+    if as_json:
+        print(dumps(report.as_json()))
+    else:
+        print(render_run(report))
+    return report.exit_code
+
+
+def cmd_run(args, stages=("load", "analyze", "validate")) -> int:
+    from ingest.pipeline import run
+
+    report = run(_settings(args), getattr(args, "paths", None) or None, stages=stages,
+                 force=getattr(args, "force", False))
+    return _print_report(report, args.json)
+
+
+def cmd_load(args) -> int:
+    return cmd_run(args, stages=("load",))
+
+
+def cmd_analyze(args) -> int:
+    return cmd_run(args, stages=("analyze",))
+
+
+def cmd_validate(args) -> int:
+    return cmd_run(args, stages=("validate",))
+
+
+def cmd_timings(args) -> int:
+    from ingest.mongo import TIMINGS
+    from ingest.pipeline import database
+    from ingest.report import dumps, timing_table
+
+    with database(_settings(args)) as conn:
+        coll = conn.db[TIMINGS]
+        run_id = args.run
+        if not run_id:
+            last = coll.find_one({}, sort=[("started", -1)])
+            if not last:
+                print("no runs recorded yet", file=sys.stderr)
+                return 1
+            run_id = last["run_id"]
+        query = {"run_id": run_id}
+        if not args.files:
+            query["file"] = {"$exists": False}
+        rows = list(coll.find(query, {"_id": 0}).sort("started", 1))
+    if args.json:
+        print(dumps({"run_id": run_id, "stages": rows}))
+    else:
+        print(f"run {run_id}")
+        print(timing_table(rows, with_file=args.files))
+    return 0 if rows else 1
+
+
+def cmd_server(args) -> int:
+    from ingest.config import Settings
+    from ingest.server import running_server, start_background, stop_background
+
+    settings = Settings.from_env()
+    if args.action == "start":
+        state = start_background(settings.state_dir, port=args.port)
+        verb = "already running" if state["already_running"] else "started"
+        print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
+        print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
+    elif args.action == "stop":
+        print("stopped" if stop_background(settings.state_dir) else "no server was running")
+    else:
+        state = running_server(settings.state_dir)
+        if not state:
+            print("not running")
+            return 3
+        from ingest.mongo import connect, describe
+
+        client = connect(state["uri"])
+        try:
+            info = describe(client)
+        finally:
+            client.close()
+        print(f"running: pid {state['pid']}, {state['uri']}, {info.label()}")
+    return 0
+
+
+def cmd_parse(args) -> int:
+    from ingest import parsers
+    from ingest.errors import ParseError
+    from ingest.loader import open_binary
+
+    parse = parsers.get("pasta").load()
+    failed = 0
+    out = sys.stdout
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def warn(message: str) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    for name in args.files:
+        try:
+            with open_binary(name) as handle:
+                for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
+                    out.write(dumps(query.to_dict()))
+                    out.write("\n")
+        except ParseError as exc:
+            failed += 1
+            print(f"error: {exc}", file=sys.stderr)
+        except OSError as exc:
+            failed += 1
+            print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)
+    out.flush()
+    return 2 if failed else 0
+
+
+def cmd_shard(args) -> int:
+    from ingest.mongo import shard_collections
+    from ingest.pipeline import database
+
+    with database(_settings(args)) as conn:
+        done = shard_collections(conn.client, args.db or conn.db.name)
+    for coll, key in done.items():
+        print(f"sharded {coll} on {key}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--mongo-uri", help="MongoDB URI (default: $MONGODB_URI, else the embedded SecantusDB)")
+    common.add_argument("--db", help="database name (default: $SCI_INGEST_DB or sci_ingest)")
+    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    parser = argparse.ArgumentParser(
+        prog="sci-ingest",
+        description="Ingest FASTA-suite -m 10 searches and Materials-Project records into MongoDB, "
+                    "analyze them with Dask, validate them with Great Expectations, and time every stage.",
+        epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name, func, help_, epilog, parents=(common,)):
+        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog, parents=list(parents),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
+            "examples:\n  sci-ingest run\n  sci-ingest run data/searches/ data/materials.jsonl.gz --json\n")
+    p.add_argument("paths", nargs="*", help="files or directories (default: the bundled samples)")
+    p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
+    p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
+
+    p = add("load", cmd_load, "load files into MongoDB (formats detected per file)",
+            "examples:\n  sci-ingest load results/           every .m10[.gz] / .json[l][.gz] below\n"
+            "  sci-ingest load a.m10 b.m10.gz materials.jsonl --force\n")
+    p.add_argument("paths", nargs="+", help="files or directories")
+    p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
+
+    p = add("analyze", cmd_analyze, "run the Dask analysis stages on what is loaded",
+            "examples:\n  sci-ingest analyze\n  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n")
+    p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
+
+    add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",
+        "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n")
+
+    p = add("timings", cmd_timings, "show the stage timings of a run (default: the last one)",
+            "examples:\n  sci-ingest timings\n  sci-ingest timings --run run-20261121T200000Z-1a2b3c --files\n")
+    p.add_argument("--run", help="run id (default: the most recent run)")
+    p.add_argument("--last", action="store_true", help="the most recent run (the default)")
+    p.add_argument("--files", action="store_true", help="one row per file and stage")
+
+    p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
+            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n",
+            parents=())
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--port", type=int, help="port for start (default: a free one)")
+
+    p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files to JSON Lines on stdout (no database)",
+            "examples:\n  sci-ingest parse run1.m10 run2.m10.gz > queries.jsonl\n"
+            "  sci-ingest parse --no-sequences big.m10 | head -1\n", parents=())
+    p.add_argument("files", nargs="+")
+    p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
+
+    add("shard", cmd_shard, "shard the collections on hashed keys (needs a cluster through mongos)",
+        "examples:\n  MONGODB_URI=mongodb://mongos:27017/ sci-ingest shard\n")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SciIngestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Rendering run reports and timing rows for people (tables) and programs (JSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def table(rows: Iterable[dict], columns: list[tuple[str, str]]) -> str:
+    """A plain-text table; ``columns`` are (key, header) pairs."""
+    rows = list(rows)
+    cells = [[h for _, h in columns]] + [[_fmt(r.get(k)) for k, _ in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+TIMING_COLUMNS = [
+    ("stage", "stage"),
+    ("records_in", "records in"),
+    ("records_out", "records out"),
+    ("seconds", "seconds"),
+    ("records_per_s", "records/s"),
+    ("peak_rss_mb", "peak RSS MB"),
+    ("status", "status"),
+]
+
+
+def timing_table(rows: Iterable[dict], with_file: bool = False) -> str:
+    columns = list(TIMING_COLUMNS)
+    if with_file:
+        columns.insert(1, ("file", "file"))
+    return table(rows, columns)
+
+
+def render_run(report) -> str:
+    data = report.as_json()
+    server = data["server"]
+    out = [f"run {data['run_id']}", f"server: {report.server.label()} at {server['uri']}"]
+    for note in data["notes"]:
+        out.append(f"note: {note}")
+    out.append("")
+    out.append(timing_table(data["stages"]))
+    out.append("")
+    files = data["files"]
+    out.append(
+        f"files: {files['files_loaded']} loaded, {files['files_skipped']} skipped (unchanged), "
+        f"{files['files_failed']} failed"
+    )
+    out.append(
+        f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
+        f"{data['skipped']:,} skipped (already loaded)"
+    )
+    for failed in data["failed"]:
+        out.append(f"  FAILED {failed['path']}: {failed['reason']}")
+    for result in data["analysis"]:
+        out.append(
+            f"analysis {result['name']}: {result['records_in']:,} in -> {result['records_out']:,} out "
+            f"({result.get('collection')}, {result.get('parquet_path')})"
+        )
+    val = data["validation"]
+    if val:
+        passed = sum(1 for s in val["suites"] if s["success"])
+        out.append(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked")
+        for suite in val["suites"]:
+            for failure in suite["failures"]:
+                crit = "CRITICAL " if failure.get("critical") else ""
+                out.append(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
+                           f"{failure.get('column') or ''} sample={failure.get('sample')}")
+    if data.get("error"):
+        out.append(f"ERROR: {data['error']}")
+    out.append(f"status: {data['status']} (exit {data['exit_code']})")
+    return "\n".join(out)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)

@@ -1,0 +1,107 @@
+"""Stage timing: every stage of every run leaves a row in ``stage_timings``.
+
+A row: run_id, stage, file (where the stage is per file), started, ended,
+seconds, records_in, records_out, bytes, records_per_s, peak_rss_mb, server
+kind, status ("ok" | "failed" | "skipped") and error.  ``peak_rss_mb`` is the
+peak resident set size of the sci-ingest process so far (``getrusage``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import resource
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+from pymongo.errors import PyMongoError
+
+from ingest.errors import DatabaseError
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass
+class StageRecord:
+    run_id: str
+    stage: str
+    file: str | None = None
+    started: dt.datetime = field(default_factory=utcnow)
+    ended: dt.datetime | None = None
+    seconds: float = 0.0
+    records_in: int = 0
+    records_out: int = 0
+    bytes: int = 0
+    records_per_s: float | None = None
+    peak_rss_mb: float | None = None
+    server_kind: str | None = None
+    status: str = "ok"
+    error: str | None = None
+    detail: dict = field(default_factory=dict)
+
+    def finish(self, seconds: float | None = None) -> None:
+        self.ended = utcnow()
+        if seconds is None:
+            seconds = (self.ended - self.started).total_seconds()
+        self.seconds = round(seconds, 6)
+        base = self.records_out or self.records_in
+        self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
+        self.peak_rss_mb = peak_rss_mb()
+
+    def as_doc(self) -> dict:
+        doc = asdict(self)
+        return {k: v for k, v in doc.items() if v is not None and v != {}}
+
+    def as_json(self) -> dict:
+        doc = self.as_doc()
+        for key in ("started", "ended"):
+            if key in doc:
+                doc[key] = doc[key].isoformat()
+        return doc
+
+
+class Timings:
+    """Collects stage records for one run and writes each to MongoDB as it ends."""
+
+    def __init__(self, run_id: str, server_kind: str | None = None, collection=None):
+        self.run_id = run_id
+        self.server_kind = server_kind
+        self.collection = collection
+        self.records: list[StageRecord] = []
+
+    def new(self, stage: str, file: str | None = None) -> StageRecord:
+        return StageRecord(run_id=self.run_id, stage=stage, file=file, server_kind=self.server_kind)
+
+    def add(self, record: StageRecord) -> StageRecord:
+        if record.ended is None:
+            record.finish()
+        self.records.append(record)
+        if self.collection is not None:
+            try:
+                self.collection.insert_one(record.as_doc())
+            except PyMongoError as exc:
+                raise DatabaseError(f"recording timing of stage {record.stage}: {exc}") from exc
+        return record
+
+    @contextmanager
+    def stage(self, stage: str, file: str | None = None) -> Iterator[StageRecord]:
+        """Time a block; on an exception the row is kept with status "failed" and the error."""
+        record = self.new(stage, file)
+        start = time.perf_counter()
+        try:
+            yield record
+        except BaseException as exc:
+            record.status = "failed"
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.finish(time.perf_counter() - start)
+            self.add(record)
+            raise
+        record.finish(time.perf_counter() - start)
+        self.add(record)

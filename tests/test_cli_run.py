@@ -1,0 +1,82 @@
+"""End to end: the `sci-ingest` console script against a real server process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent / "sci-ingest"
+
+
+def sci_ingest(*args, env_extra=None, check_json=True):
+    env = {**os.environ, **(env_extra or {})}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    proc = subprocess.run([str(BIN), *args], capture_output=True, text=True, env=env, timeout=600)
+    data = json.loads(proc.stdout) if check_json and "--json" in args else None
+    return proc, data
+
+
+@pytest.fixture()
+def dbname(mongo_client):
+    name = f"e2e_{uuid.uuid4().hex[:8]}"
+    yield name
+    mongo_client.drop_database(name)
+
+
+def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
+    env = {"SCI_INGEST_HOME": str(tmp_path / "state")}
+    proc, first = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    for key in ("run_id", "server", "stages", "inserted", "skipped", "failed"):
+        assert key in first
+    assert set(first["server"]) >= {"kind", "version", "topology"}
+    stages = {s["stage"]: s for s in first["stages"]}
+    for name in ("parse", "load", "analyze.best_hits", "analyze.oxide_formation_energy", "validate"):
+        assert name in stages, list(stages)
+        assert stages[name]["records_in"] > 0 and stages[name]["records_out"] > 0, stages[name]
+        assert stages[name]["seconds"] > 0
+    assert first["inserted"] > 0 and first["failed"] == []
+    db = mongo_client[dbname]
+    assert db.searches.count_documents({}) > 0 and db.hits.count_documents({}) > 0
+    assert db.materials.count_documents({}) > 0 and db.tasks.count_documents({}) > 0
+    assert db.query_best_hits.count_documents({}) == db.searches.count_documents({})
+    assert db.oxide_formation_energy.count_documents({}) > 0
+    assert db.validation_runs.count_documents({"run_id": first["run_id"]}) > 0
+    assert (tmp_path / "state" / "out" / "best_hits.parquet").exists()
+    totals = {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
+
+    proc, second = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert second["inserted"] == 0
+    assert second["skipped"] == sum(totals.values())
+    assert {c: db[c].count_documents({}) for c in totals} == totals
+
+    proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
+    assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout
+
+
+def test_run_with_bad_input_exits_2_and_names_the_file(mongo_uri, dbname, tmp_path):
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"material_id": "mp-1", "elements": ["O"]}\n{"material_id": \n')
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"material_id": "mp-2", "formula_pretty": "MgO", "elements": ["Mg", "O"], '
+                    '"formation_energy_per_atom": -3.0, "band_gap": 4.5}\n')
+    proc, data = sci_ingest("load", "--json", str(bad), str(good), "--mongo-uri", mongo_uri, "--db", dbname,
+                            env_extra={"SCI_INGEST_HOME": str(tmp_path / "state")})
+    assert proc.returncode == 2, proc.stderr
+    assert data["failed"][0]["path"].endswith("broken.jsonl")
+    assert ":2" in data["failed"][0]["reason"]
+    assert data["inserted"] == 1
+
+
+def test_fatal_error_exits_1(tmp_path):
+    proc, _ = sci_ingest("load", str(tmp_path), "--mongo-uri", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=300",
+                         check_json=False)
+    assert proc.returncode == 1
+    assert "cannot reach MongoDB" in proc.stderr

@@ -1,0 +1,176 @@
+"""Loading files into a real server: idempotence, the ledger, and bad input set aside."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ingest.config import SAMPLES_DIR
+from ingest.loader import Loader
+from ingest.timing import Timings
+
+PASTA = SAMPLES_DIR / "pasta"
+MATERIALS = SAMPLES_DIR / "materials"
+
+
+def pasta_samples() -> list[Path]:
+    return sorted(p for p in PASTA.iterdir() if p.name.endswith((".m10", ".m10.gz")))
+
+
+def make_loader(db, run_id="test-run", **kw) -> Loader:
+    return Loader(db, run_id, Timings(run_id, "test", db.stage_timings), progress=False, **kw)
+
+
+@pytest.fixture()
+def small_inputs(tmp_path) -> Path:
+    """Two real search outputs and a few hundred material and task records."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for sample in pasta_samples()[:2]:
+        shutil.copy(sample, folder / sample.name)
+    for name, keep in (("materials.jsonl.gz", 300), ("tasks.jsonl.gz", 200)):
+        with gzip.open(MATERIALS / name, "rt") as src:
+            lines = [next(src) for _ in range(keep)]
+        (folder / name.replace(".gz", "")).write_text("".join(lines))
+    return folder
+
+
+def count_all(db) -> dict[str, int]:
+    return {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
+
+
+def test_load_is_idempotent_and_skips_known_files_quickly(db, small_inputs):
+    first = make_loader(db, "r1").load([small_inputs])
+    assert first.count("loaded") == 4 and not first.failed
+    counts = count_all(db)
+    assert all(counts.values()), counts
+    assert counts["materials"] == 300 and counts["tasks"] == 200
+    assert first.inserted == sum(counts.values())
+
+    second = make_loader(db, "r2").load([small_inputs])
+    assert second.count("skipped") == 4
+    assert second.inserted == 0
+    assert second.skipped_documents == sum(counts.values())
+    assert count_all(db) == counts
+    ledger = {d["_id"]: d for d in db.ingest_files.find()}
+    assert {d["status"] for d in ledger.values()} == {"loaded"}
+    assert all(len(d["sha256"]) == 64 and d["size"] > 0 for d in ledger.values())
+
+
+def test_same_content_under_another_path_adds_nothing(db, small_inputs, tmp_path):
+    make_loader(db).load([small_inputs])
+    before = count_all(db)
+    copy = tmp_path / "copy.m10"
+    shutil.copy(next(small_inputs.glob("*.m10*")), copy)
+    result = make_loader(db).load([copy])
+    assert result.files[0].status == "skipped"
+    assert "same content" in result.files[0].reason
+    assert count_all(db) == before
+
+
+def test_forced_reload_of_searches_inserts_nothing_new(db, small_inputs):
+    make_loader(db).load([small_inputs])
+    before = count_all(db)
+    again = make_loader(db, force=True).load([small_inputs])
+    assert again.inserted == 0
+    assert count_all(db) == before
+    assert sum(f.existing for f in again.files) + again.updated == sum(before.values())
+
+
+def test_changed_record_file_updates_by_natural_key(db, tmp_path):
+    path = tmp_path / "m.jsonl"
+    with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
+        docs = [json.loads(next(src)) for _ in range(5)]
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    make_loader(db).load([path])
+    docs[0]["band_gap"] = 42.5
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    result = make_loader(db).load([path])
+    assert result.files[0].status == "loaded"
+    assert result.updated == 1 and result.inserted == 0
+    assert db.materials.count_documents({}) == 5
+    assert db.materials.find_one({"_id": docs[0]["material_id"]})["band_gap"] == 42.5
+
+
+def test_changed_search_file_replaces_its_old_version(db, tmp_path):
+    samples = pasta_samples()
+    path = tmp_path / "run.m10"
+    shutil.copy(samples[0], path)
+    make_loader(db).load([path])
+    old = count_all(db)
+    shutil.copy(samples[1], path)
+    make_loader(db).load([path])
+    shas = db.searches.distinct("source.sha256")
+    assert len(shas) == 1, "documents of the file's previous version were left behind"
+    assert db.hits.distinct("source.sha256") == shas
+    assert old["searches"] > 0
+
+
+def bad_inputs(folder: Path) -> dict[str, str]:
+    """Broken files next to good ones; returns {file name: expected words in the reason}."""
+    sample = next(p for p in pasta_samples() if p.name.endswith(".m10")).read_bytes()
+    cut = sample[: int(len(sample) * 0.6)]
+    (folder / "truncated.m10").write_bytes(cut)
+    rng = random.Random(7)
+    (folder / "random.m10").write_bytes(bytes(rng.randrange(256) for _ in range(5000)))
+    (folder / "empty.m10").write_bytes(b"")
+    with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
+        lines = [next(src) for _ in range(10)]
+    lines[6] = lines[6][: len(lines[6]) // 2] + "\n"  # one malformed line among good ones
+    (folder / "one_bad_line.jsonl").write_text("".join(lines))
+    return {"truncated.m10": "", "random.m10": "", "empty.m10": "", "one_bad_line.jsonl": ":7"}
+
+
+def test_bad_files_are_named_set_aside_and_the_rest_goes_in(db, small_inputs):
+    expected = bad_inputs(small_inputs)
+    result = make_loader(db).load([small_inputs])
+    failed = {Path(f.path).name: f for f in result.failed}
+    assert set(failed) == set(expected)
+    for name, words in expected.items():
+        reason = failed[name].reason
+        assert name in reason and words in reason, reason
+        assert failed[name].errors and failed[name].errors[0]["reason"], failed[name]
+    assert failed["one_bad_line.jsonl"].errors[0]["line"] == 7
+    assert result.count("loaded") == 4
+    counts = count_all(db)
+    assert counts["materials"] == 300 and counts["tasks"] == 200
+    # nothing of a failed file is left half-written
+    bad_shas = [f.sha256 for f in failed.values() if f.sha256]
+    assert db.searches.count_documents({"source.sha256": {"$in": bad_shas}}) == 0
+    assert db.hits.count_documents({"source.sha256": {"$in": bad_shas}}) == 0
+    assert db.materials.count_documents({"_source.path": {"$regex": "one_bad_line"}}) == 0
+    ledger = {Path(d["_id"]).name: d for d in db.ingest_files.find()}
+    for name in expected:
+        assert ledger[name]["status"] == "failed" and ledger[name]["error"]
+
+
+def test_truncated_search_file_rolls_back_partial_writes(db, tmp_path):
+    """A file that breaks after many complete queries leaves no document behind."""
+    big = max(pasta_samples(), key=lambda p: p.stat().st_size if p.suffix == ".m10" else 0)
+    text = big.read_bytes()
+    last_query = text.rfind(b">>><<<")
+    assert last_query > 0
+    (tmp_path / "cut.m10").write_bytes(text[: last_query + 3])  # ends mid-marker, after complete queries
+    result = make_loader(db, batch_size=5).load([tmp_path / "cut.m10"])
+    assert result.files[0].status == "failed"
+    assert db.searches.count_documents({}) == 0 and db.hits.count_documents({}) == 0
+
+
+def test_missing_path_is_reported(db, tmp_path):
+    result = make_loader(db).load([tmp_path / "nope.m10"])
+    assert result.files[0].status == "failed"
+    assert "no such file" in result.files[0].reason
+
+
+def test_timings_rows_are_written_per_file(db, small_inputs):
+    make_loader(db, "timed").load([small_inputs])
+    rows = list(db.stage_timings.find({"run_id": "timed"}))
+    stages = {(r["stage"], Path(r["file"]).name) for r in rows}
+    assert ("parse", "materials.jsonl") in stages and ("load", "materials.jsonl") in stages
+    for row in rows:
+        assert row["seconds"] >= 0 and row["records_out"] > 0 and row["peak_rss_mb"] > 0

@@ -1,0 +1,75 @@
+"""The embedded server launcher and server description, against real processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import ServerError, UnsupportedFeature
+from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, redact, shard_collections
+from ingest.server import EmbeddedServer, ping, running_server, start_background, stop_background
+
+
+def test_describe_names_kind_version_topology(mongo_client):
+    info = describe(mongo_client)
+    assert info.kind in ("SecantusDB", "MongoDB")
+    assert info.version[0].isdigit()
+    assert info.topology in ("standalone", "replica set", "sharded (mongos)")
+    if info.kind == "SecantusDB":
+        assert info.engine_version and info.engine_version in info.label()
+
+
+def test_hashed_indexes_degrade_with_clear_message_on_secantus(mongo_client, db):
+    info = describe(mongo_client)
+    if info.kind != "SecantusDB":
+        pytest.skip("hashed-index refusal is specific to SecantusDB")
+    with pytest.raises(UnsupportedFeature, match="hashed indexes"):
+        ensure_hashed_indexes(db)
+    with pytest.raises(UnsupportedFeature, match="mongos"):
+        shard_collections(mongo_client, db.name)
+
+
+def test_indexes_are_created(db):
+    ensure_indexes(db)
+    names = {tuple(v["key"]) for v in db.hits.index_information().values()}
+    assert (("search_id", 1), ("rank", 1)) in names
+
+
+def test_server_persists_data_across_restart_and_stops_cleanly(tmp_path):
+    server = EmbeddedServer(tmp_path / "db")
+    uri = server.start()
+    client = connect(uri)
+    client.keep.things.insert_one({"_id": "a", "v": 1})
+    client.close()
+    proc = server.process
+    server.stop()
+    assert proc.poll() is not None, "server process still running after stop()"
+    assert ping(uri) is None
+    with EmbeddedServer(tmp_path / "db") as again:
+        client = connect(again.uri)
+        assert client.keep.things.find_one({"_id": "a"})["v"] == 1
+        client.close()
+
+
+def test_server_failure_is_reported_with_log(tmp_path):
+    blocker = tmp_path / "db"
+    blocker.write_text("a file where the data directory should be")
+    with pytest.raises(ServerError, match="data directory"):
+        EmbeddedServer(blocker).start(timeout=20)
+
+
+def test_background_server_is_found_and_stopped(tmp_path):
+    state = start_background(tmp_path)
+    try:
+        assert state["already_running"] is False
+        again = start_background(tmp_path)
+        assert again["already_running"] is True and again["uri"] == state["uri"]
+        assert running_server(tmp_path)["pid"] == state["pid"]
+    finally:
+        assert stop_background(tmp_path) is True
+    assert running_server(tmp_path) is None
+    assert ping(state["uri"]) is None
+
+
+def test_redact_hides_password():
+    assert redact("mongodb://u:secret@h:1/") == "mongodb://u:***@h:1/"
+    assert redact("mongodb://h:1/") == "mongodb://h:1/"
