@@ -1,0 +1,142 @@
+"""The object model of a sequence-similarity search report.
+
+Plain ``@dataclass(slots=True)`` classes with no heavy imports, filled by the
+search-format parsers (``ingest.parsers.pasta``) and turned into JSON/BSON-ready
+dicts with :meth:`to_dict`.
+
+``to_dict()`` *omits* every field whose value is ``None``: a value the program
+did not print is absent from the document, never zero or an empty string.
+Lists (``hits``, ``hsps``) are always present, possibly empty.
+
+* :class:`Query` - one query sequence of a report (one ``>>>`` block).
+* :class:`Hit` - one library sequence (one row of the best-scores table).
+* :class:`Hsp` - one local alignment (high-scoring segment pair) of a hit.
+
+The meaning of each field, and where the parser takes it from, is documented
+in the module docstring of :mod:`ingest.parsers.pasta`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Hsp", "Hit", "Query"]
+
+
+def _drop_none(pairs) -> dict[str, Any]:
+    return {k: v for k, v in pairs if v is not None}
+
+
+@dataclass(slots=True)
+class Hsp:
+    """One alignment between the query and a hit.
+
+    Coordinates are 1-based and inclusive with ``start <= end``; the strand
+    (``"+"``/``"-"``) of a nucleotide side is given separately and is absent
+    for protein sides.  ``score`` is the program's raw alignment score (the
+    ``*_score`` line, e.g. ``sw_score``), or the optimised score (``*_opt``,
+    ``*_s-w opt``, ``*_n-w opt``) when the program prints no ``*_score`` line
+    (fasta36) or when only the best-scores table gives the scores.
+    ``identity``/``similarity`` are fractions (0..1) as printed.
+    """
+
+    score: int | None = None
+    opt_score: int | None = None
+    initn_score: int | None = None
+    init1_score: int | None = None
+    z_score: float | None = None
+    bits: float | None = None
+    evalue: float | None = None
+    evalue2: float | None = None
+    identity: float | None = None
+    similarity: float | None = None
+    overlap: int | None = None
+    frame: str | None = None
+    query_start: int | None = None
+    query_end: int | None = None
+    hit_start: int | None = None
+    hit_end: int | None = None
+    query_strand: str | None = None
+    hit_strand: str | None = None
+    query_seq: str | None = None
+    hit_seq: str | None = None
+    consensus: str | None = None
+    extra: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _drop_none((name, getattr(self, name)) for name in _HSP_FIELDS)
+        if self.extra is not None:
+            d["extra"] = dict(self.extra)
+        return d
+
+
+_HSP_FIELDS = tuple(f for f in Hsp.__slots__ if f != "extra")  # type: ignore[attr-defined]
+
+
+@dataclass(slots=True)
+class Hit:
+    """One library sequence that matched the query.
+
+    ``rank`` is the 1-based position in the program's best-scores table (or in
+    the list of alignments when the program prints no table).  ``aligned`` is
+    False for hits listed only in the best-scores table (beyond ``-d``): they
+    carry a single :class:`Hsp` holding the table's scores and no coordinates.
+    """
+
+    hit_id: str
+    rank: int
+    hit_description: str | None = None
+    hit_length: int | None = None
+    aligned: bool = True
+    hsps: list[Hsp] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _drop_none(
+            (
+                ("hit_id", self.hit_id),
+                ("hit_description", self.hit_description),
+                ("hit_length", self.hit_length),
+                ("rank", self.rank),
+                ("aligned", self.aligned),
+            )
+        )
+        d["hsps"] = [h.to_dict() for h in self.hsps]
+        return d
+
+
+@dataclass(slots=True)
+class Query:
+    """One query sequence of a report, with its hits in the program's order."""
+
+    query_id: str
+    query_index: int
+    query_description: str | None = None
+    query_length: int | None = None
+    query_type: str | None = None
+    library_type: str | None = None
+    searched_strand: str | None = None
+    program: str | None = None
+    version: str | None = None
+    algorithm: str | None = None
+    command: str | None = None
+    statistics: str | None = None
+    library: str | None = None
+    library_sequences: int | None = None
+    library_residues: int | None = None
+    params: dict[str, Any] | None = None
+    run_index: int | None = None
+    run_query_number: int | None = None
+    hits: list[Hit] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _drop_none((name, getattr(self, name)) for name in _QUERY_SCALARS)
+        if self.params is not None:
+            d["params"] = dict(self.params)
+        d["hits"] = [h.to_dict() for h in self.hits]
+        return d
+
+
+_QUERY_SCALARS = tuple(
+    f for f in Query.__slots__ if f not in ("params", "hits")  # type: ignore[attr-defined]
+)

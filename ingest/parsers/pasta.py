@@ -1,0 +1,1154 @@
+r"""Parser for FASTA-suite ``-m 10`` output ("PASTA"): ssearch36, fasta36, ggsearch36,
+glsearch36, lalign36, fastx36, fasty36, tfastx36, tfasty36.
+
+Entry point (registered as format ``"pasta"`` in :mod:`ingest.parsers`)::
+
+    parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+          warn: Callable[[str], None] | None = None) -> Iterator[Query]
+
+* Pure and streaming: it reads only the binary ``handle`` it is given (the caller
+  opens the file and gunzips ``.gz``), in 1 MiB chunks, and holds one query block
+  (in fact one hit block plus the hits parsed so far) at a time.
+* Yields one :class:`ingest.model.Query` per query block (``  N>>>`` ... ``>>><<<``),
+  in file order.  Files made by concatenating several runs are accepted.
+* A complete file ends with ``>>>///``.  Queries completed before a point of damage
+  are yielded; the damaged one never is: the parser then raises
+  :class:`ingest.errors.ParseError` ``(reason, source=source, line=N)`` with the
+  1-based line number, and never any other exception.
+* Bytes that are not UTF-8 in an id or a description are replaced by U+FFFD and
+  reported through ``warn("<source>:<line>: ...")``; that is not an error.
+* ``sequences=False`` skips the aligned sequences and the consensus line
+  (``query_seq``, ``hit_seq``, ``consensus`` absent), which is faster.
+* Speed: the score and ``sq_*``/``al_*`` lines of an alignment in the usual layout are
+  read with one regular expression learned per layout, the sequence lines are
+  delimited with ``bytes.find`` and joined with ``bytes.replace`` - all in the read
+  buffer (``_fast_hit``).  Anything unusual (and every damaged alignment) goes through
+  the line-checking path (``_parse_hit``), which reports the precise line; the tests
+  check that both paths agree on every sample.
+* Limits (constant memory): a line may not exceed ``MAX_LINE`` (1 MiB), one hit block
+  ``MAX_BLOCK`` (64 MiB); more than ``MAX_PREAMBLE`` lines between queries means the
+  input is not a report.
+
+Layout of a report (per query; lines not listed are ignored)::
+
+    # ssearch36 -m 10 q.aa lib.fa          <- run header: command line (program)
+     version 36.3.8i Nov, 2022             <- run header: version
+      1>>>ID DESCRIPTION - 209 aa          <- query start: number, id, description, length
+    Library: lib.fa
+         2022 residues in    11 sequences
+    Statistics: ...                        <- absent with -z -1
+    Algorithm: ...
+    The best scores are:   s-w bits E(11)  <- table header: its columns name the scores
+    ID DESCRIPTION...  ( 218)  100 30.6 0.00031   (one row per hit, [f]/[r] frame for DNA)
+    >>>ID, 209 aa vs lib.fa library        <- absent when no alignment is shown
+    ; pg_name: ssearch36                   <- pg_* / mp_* lines -> Query.params
+    >>HITID DESCRIPTION                    <- one block per aligned hit (table order)
+    ; sw_s-w opt: 100 ...                  <- scores of the alignment
+    >QUERY ..  ; sq_len / al_start / al_stop / al_display_start, sequence lines
+    >HIT ..    ; idem for the library sequence
+    ; al_cons:                             <- consensus line(s)
+    >--                                    <- alternate alignment of the same hit (-E "x y")
+    >>><<<                                 <- end of the query
+    >>>///                                 <- end of the run
+
+Field table
+===========
+
+Query (``Query.to_dict()``; fields that are None are omitted)
+
+=================== =================================================================
+field               source
+=================== =================================================================
+query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN aa vs``)
+query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty)
+query_length        LEN of the ``  N>>>`` line
+query_type          ``"protein"``/``"dna"``: fastx/fasty query is DNA, tfastx/tfasty
+                    query is protein, otherwise the unit of the query line (aa/nt)
+library_type        ``"protein"``/``"dna"``: type of the library sequences (same rule)
+searched_strand     ``"+"`` for ``(forward-only)`` (-3), ``"-"`` for ``(reverse complement)``
+                    (-i) on the query line; absent when both strands were searched
+query_index         1-based ordinal of the query in the file (across concatenated runs)
+run_index           1-based number of the run in the file (concatenated runs)
+run_query_number    the N of ``  N>>>`` (restarts at 1 in each run)
+program             ``; pg_name:``, else the first word of the ``# prog ...`` header line
+version             ``; pg_ver:``, else the `` version ...`` banner line
+algorithm           the ``Algorithm:`` line
+command             the run's ``# ...`` header line (the command line)
+statistics          the ``Statistics:`` line (absent with ``-z -1``)
+library             ``Library:`` line
+library_sequences   ``R residues in S sequences`` -> S
+library_residues    ``R residues in S sequences`` -> R
+params              every ``; pg_*``/``; mp_*`` line: key as printed (``pg_open-ext``),
+                    value int/float if it is a plain number, else the string.  The
+                    ``pg_name_alg`` that FASTA prints on the ``pg_argv`` line is split
+                    off into its own key.  Absent when the query has no such lines
+                    (no alignments shown).
+hits                list of Hit in table order
+=================== =================================================================
+
+Hit
+
+=============== ======================================================================
+hit_id          first word of the ``>>`` line; for table-only hits the first word of
+                the table row (the table truncates long descriptions, so a very long
+                id may be cut)
+hit_description rest of the ``>>`` line (table row text for table-only hits)
+hit_length      ``; sq_len:`` of the library side (table ``(LEN)`` for table-only hits)
+rank            1-based position in the best-scores table (alignment order if no table)
+aligned         False for hits only in the best-scores table (shown rows > ``-d``)
+hsps            the ``>>`` alignment and its ``>--`` alternates, in file order;
+                a table-only hit has one Hsp with the table's scores
+=============== ======================================================================
+
+A DNA search lists a library sequence once per strand/frame: each row is its own Hit.
+
+Hsp (``xx_`` is the program's prefix: ``sw_``, ``fa_``, ``bs_``, ``gnw_``, ``lsw_``,
+``fx_``, ``fy_``, ``tfx_``, ``tfy_``; table-only hits take the same values from the
+table columns named in brackets)
+
+=============== ======================================================================
+score           ``xx_score`` (raw score of the shown alignment); if the program prints
+                none (fasta36) the optimised score ``opt_score`` [``s-w``/``n-w``/``opt``]
+opt_score       ``xx_opt``, ``xx_s-w opt``, ``xx_n-w opt`` [``s-w``, ``n-w``, ``opt``]
+initn_score     ``xx_initn`` [``initn``]
+init1_score     ``xx_init1`` [``init1``]
+z_score         ``xx_z-score`` [``z-sc``]
+bits            ``xx_bits`` [``bits``]
+evalue          ``xx_expect`` [``E(N)``]
+evalue2         [``E2()``] (``-z 21`` and up: the best-shuffle E(), printed only in the
+                table; for an aligned hit it goes to its first Hsp)
+identity        ``xx_ident`` as a fraction 0..1
+similarity      ``xx_sim`` as a fraction 0..1
+overlap         ``xx_overlap`` (alignment length in columns)
+frame           ``xx_frame`` (``f``/``r``, or a frame number) [``[f]``/``[r]``]
+query_start/end ``al_start``/``al_stop`` of the query side: 1-based inclusive, start<=end
+hit_start/end   same for the library side
+query_strand    ``"+"``/``"-"`` for a DNA query (``-`` when al_start > al_stop), else absent
+hit_strand      same for a DNA library
+query_seq       the aligned query residues (gaps ``-``, frameshifts ``/``/``\``), with
+                the surrounding context FASTA displays cut away
+hit_seq         the same columns of the library sequence
+consensus       the ``al_cons`` characters of the same columns
+extra           any other ``xx_*`` line of the alignment, typed as for ``params``
+=============== ======================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import BinaryIO, Callable, Iterator
+
+from ingest.errors import ParseError
+from ingest.model import Hit, Hsp, Query
+
+__all__ = ["parse", "MAX_LINE", "MAX_BLOCK"]
+
+CHUNK = 1 << 20
+MAX_LINE = 1 << 20  # longest accepted line (bytes)
+MAX_BLOCK = 64 << 20  # largest accepted single hit block (bytes)
+MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
+LOOKAHEAD = 256 << 10  # bytes kept ahead of the position in the hit loop
+# Hits in the usual layout are parsed in the read buffer by _fast_hit; the tests
+# switch this off to check that the general path (_parse_hit) gives the same results.
+_FAST_PATH = True
+
+_QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?\s*$")
+_QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
+_RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
+_KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
+_INT = re.compile(rb"\s*[-+]?\d+\s*")
+_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
+_FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+_INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
+_FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASCII)
+
+# program base name -> (query type, library type); None: "same as the query line says"
+_TRANSLATED = {
+    "fastx": ("dna", "protein"),
+    "fasty": ("dna", "protein"),
+    "tfastx": ("protein", "dna"),
+    "tfasty": ("protein", "dna"),
+    "tfasts": ("protein", "dna"),
+    "tfastf": ("protein", "dna"),
+    "tfastm": ("protein", "dna"),
+}
+
+# suffix of an alignment score line (after the "xx_" prefix) -> (Hsp attribute, type)
+_HSP_KEYS: dict[bytes, tuple[str, type]] = {
+    b"s-w opt": ("opt_score", int),
+    b"n-w opt": ("opt_score", int),
+    b"opt": ("opt_score", int),
+    b"initn": ("initn_score", int),
+    b"init1": ("init1_score", int),
+    b"z-score": ("z_score", float),
+    b"bits": ("bits", float),
+    b"expect": ("evalue", float),
+    b"expect2": ("evalue2", float),
+    b"score": ("score", int),
+    b"ident": ("identity", float),
+    b"sim": ("similarity", float),
+    b"overlap": ("overlap", int),
+}
+
+# best-scores table column -> (Hsp attribute, type)
+_TABLE_COLS: dict[str, tuple[str, type]] = {
+    "s-w": ("opt_score", int),
+    "n-w": ("opt_score", int),
+    "opt": ("opt_score", int),
+    "initn": ("initn_score", int),
+    "init1": ("init1_score", int),
+    "z-sc": ("z_score", float),
+    "bits": ("bits", float),
+    "E2()": ("evalue2", float),
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _typed(value: str):
+    """int/float if ``value`` is a plain number, else the stripped string."""
+    if _INT_S.fullmatch(value):
+        return int(value)
+    if _FLOAT_S.fullmatch(value):
+        return float(value)
+    return value.strip()
+
+
+class _Reader:
+    """Chunked reader over a binary handle that tracks line numbers."""
+
+    __slots__ = ("handle", "source", "buf", "pos", "line_no", "eof")
+
+    def __init__(self, handle: BinaryIO, source: str):
+        self.handle = handle
+        self.source = source
+        self.buf = b""
+        self.pos = 0
+        self.line_no = 0  # lines fully consumed before ``pos``
+        self.eof = False
+
+    def error(self, reason: str, line: int | None = None) -> ParseError:
+        return ParseError(reason, source=self.source, line=self.line_no + 1 if line is None else line)
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            chunk = self.handle.read(CHUNK)
+        except (OSError, EOFError, ValueError) as exc:  # e.g. a broken gzip stream
+            raise self.error(f"cannot read input: {exc}") from exc
+        if not chunk:
+            self.eof = True
+            return False
+        if not isinstance(chunk, (bytes, bytearray)):
+            raise ParseError("handle must be opened in binary mode", source=self.source, line=self.line_no + 1)
+        if self.pos:
+            self.buf = self.buf[self.pos :] + chunk
+            self.pos = 0
+        else:
+            self.buf += chunk
+        return True
+
+    def readline(self) -> bytes | None:
+        """The next line without its line end, or None at the end of the input."""
+        start = self.pos
+        while True:
+            buf = self.buf
+            e = buf.find(b"\n", start)
+            if e >= 0:
+                if e - self.pos > MAX_LINE:
+                    raise self.error(f"line longer than {MAX_LINE} bytes")
+                line = buf[self.pos : e]
+                self.pos = e + 1
+                self.line_no += 1
+                return line[:-1] if line.endswith(b"\r") else line
+            if len(buf) - self.pos > MAX_LINE:
+                raise self.error(f"line longer than {MAX_LINE} bytes")
+            start = len(buf) - self.pos
+            if not self._fill():
+                if self.pos >= len(self.buf):
+                    return None
+                line = self.buf[self.pos :]
+                self.pos = len(self.buf)
+                self.line_no += 1
+                return line[:-1] if line.endswith(b"\r") else line
+            start += self.pos
+
+    def read_rows(self) -> list[tuple[bytes, int]]:
+        """Consecutive non-blank lines not starting with ``>>>`` (best-scores table
+        rows) with their line numbers; the line that ends them is not consumed."""
+        rows: list[tuple[bytes, int]] = []
+        append = rows.append
+        while True:
+            buf, pos, ln = self.buf, self.pos, self.line_no
+            e = buf.find(b"\n", pos)
+            while e >= 0:
+                if e - pos > MAX_LINE:
+                    raise self.error(f"line longer than {MAX_LINE} bytes", ln + 1)
+                line = buf[pos:e]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                if not line or line.isspace() or line.startswith(b">>>"):
+                    self.pos, self.line_no = pos, ln
+                    return rows
+                ln += 1
+                append((line, ln))
+                pos = e + 1
+                e = buf.find(b"\n", pos)
+            self.pos, self.line_no = pos, ln
+            if not self._fill():
+                return rows  # a last line without line end is left to readline
+
+    def peek(self, n: int) -> bytes:
+        """Up to ``n`` bytes at the current position, without consuming them."""
+        while len(self.buf) - self.pos < n and self._fill():
+            pass
+        return self.buf[self.pos : self.pos + n]
+
+    def _check_lines(self, block: bytes, first: int) -> None:
+        """Raise if a line of ``block`` (starting at line ``first``) exceeds MAX_LINE."""
+        p = 0
+        n = len(block)
+        while p < n:
+            e = block.find(b"\n", p)
+            if e < 0:
+                e = n
+            if e - p > MAX_LINE:
+                raise self.error(f"line longer than {MAX_LINE} bytes", first + block.count(b"\n", 0, p))
+            p = e + 1
+
+    def read_block(self) -> tuple[bytes, int]:
+        """The lines from here to the next line starting with ``>>`` (exclusive).
+
+        Returns the block (every line of it ends with ``\\n``) and the line number of
+        its first line."""
+        first = self.line_no + 1
+        search = self.pos + 1
+        while True:
+            buf = self.buf
+            e = buf.find(b"\n>>", search)
+            if e >= 0:
+                block = buf[self.pos : e + 1]
+                if len(block) > MAX_LINE:
+                    self._check_lines(block, first)
+                self.pos = e + 1
+                self.line_no += block.count(b"\n")
+                return block, first
+            if len(buf) - self.pos > MAX_BLOCK:
+                raise self.error(f"hit block larger than {MAX_BLOCK} bytes without a '>>' line")
+            search = max(len(buf) - 2, self.pos + 1) - self.pos
+            if not self._fill():
+                block = self.buf[self.pos :]
+                if len(block) > MAX_LINE:
+                    self._check_lines(block, first)
+                self.pos = len(self.buf)
+                self.line_no += block.count(b"\n")
+                if not block.endswith(b"\n"):
+                    self.line_no += 1
+                    block += b"\n"
+                return block, first
+            search += self.pos
+
+
+def _decode(raw: bytes, what: str, source: str, line: int, warn) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if warn is not None:
+            warn(f"{source}:{line}: non-UTF-8 bytes in {what} replaced by U+FFFD")
+        return raw.decode("utf-8", errors="replace")
+
+
+# --------------------------------------------------------------------------- main
+
+
+class _Run:
+    """What the header of the current run says."""
+
+    __slots__ = ("index", "program", "version", "command", "queries", "complete")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.program: str | None = None
+        self.version: str | None = None
+        self.command: str | None = None
+        self.queries = 0
+        self.complete = False
+
+
+def parse(
+    handle: BinaryIO,
+    source: str = "<stream>",
+    *,
+    sequences: bool = True,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Query]:
+    """Yield one :class:`~ingest.model.Query` per query block of a ``-m 10`` report.
+
+    Raises :class:`~ingest.errors.ParseError` (with ``source`` and a 1-based line)
+    on malformed input, after yielding the queries completed before the damage."""
+    r = _Reader(handle, source)
+    try:
+        yield from _parse(r, sequences, warn)
+    except ParseError:
+        raise
+    except (IndexError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        # Defensive: every structural check raises ParseError itself (the fuzz tests
+        # never reach this); it only maps an unforeseen corner of damaged input to
+        # the documented error instead of leaking a library exception.
+        raise r.error(f"malformed input ({type(exc).__name__}: {exc})") from exc
+
+
+def _parse(r: _Reader, sequences: bool, warn) -> Iterator[Query]:
+    source = r.source
+    run = _Run(1)
+    query_index = 0
+    preamble = 0
+    first_content: bytes | None = None
+    while True:
+        line = r.readline()
+        if line is None:
+            break
+        if first_content is None and line.strip():
+            first_content = line
+        m = _QSTART.match(line)
+        if m:
+            if run.complete:  # a new run without a header line
+                run = _Run(run.index + 1)
+            query_index += 1
+            q = _parse_query(r, m, run, query_index, sequences, warn)
+            run.queries += 1
+            preamble = 0
+            yield q
+            continue
+        if len(line) - len(line.translate(None, _CONTROL)) > 1:
+            raise r.error("binary data (control characters): not a text report", r.line_no)
+        if line.startswith(b">>>///"):
+            if run.queries == 0:
+                raise r.error("'>>>///' end of run without any query block", r.line_no)
+            run.complete = True
+            continue
+        if line.startswith(b"# ") and (run.complete or run.queries == 0):
+            if run.queries or run.complete:
+                run = _Run(run.index + 1)
+            run.command = _decode(line[2:].strip(), "command line", source, r.line_no, warn)
+            prog = run.command.split(None, 1)[0] if run.command else ""
+            run.program = prog.rsplit("/", 1)[-1] or None
+            continue
+        if line.startswith(b"# "):
+            raise r.error("a new run starts before the previous one ended with '>>>///' (truncated output?)", r.line_no)
+        if line.startswith(b" version ") and run.version is None:
+            run.version = _decode(line[9:].strip(), "version", source, r.line_no, warn) or None
+            continue
+        if line.startswith(b">"):
+            if query_index == 0 and not line.startswith(b">>"):
+                raise r.error(
+                    "a FASTA sequence header where a -m 10 report was expected (plain FASTA file?)", r.line_no
+                )
+            raise r.error(f"unexpected line outside a query block: {line[:60]!r}", r.line_no)
+        if line.startswith(b";"):
+            raise r.error(f"'; key: value' line outside a query block: {line[:60]!r}", r.line_no)
+        if line.count(b"\t") >= 5 and query_index == 0:
+            raise r.error("tab-separated columns: this looks like BLAST/FASTA tabular output, not -m 10", r.line_no)
+        preamble += 1
+        if preamble > MAX_PREAMBLE:
+            raise r.error(f"no query block ('  N>>>' line) within {MAX_PREAMBLE} lines", r.line_no)
+    if query_index == 0:
+        if first_content is None:
+            raise r.error("empty input: no -m 10 report", max(r.line_no, 1))
+        raise r.error("no query block ('  N>>>ID ... - LEN aa' line) found: not a FASTA -m 10 report", max(r.line_no, 1))
+    if not run.complete:
+        raise r.error(
+            f"input ends after query {query_index} without the '>>>///' end-of-run line (truncated output?)",
+            max(r.line_no, 1),
+        )
+
+
+def _types(program: str | None, unit: bytes) -> tuple[str, str]:
+    """(query type, library type) from the program and the query line's unit."""
+    base = _base(program)
+    if base in _TRANSLATED:
+        return _TRANSLATED[base]
+    t = "dna" if unit == b"nt" else "protein"
+    return t, t
+
+
+def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn) -> Query:
+    source = r.source
+    qline = r.line_no
+    text = _decode(m.group(2), "query description", source, qline, warn)
+    parts = text.split(None, 1)
+    if not parts:
+        raise r.error("query line without an id", qline)
+    q = Query(
+        query_id=parts[0],
+        query_index=query_index,
+        query_description=(parts[1].strip() or None) if len(parts) > 1 else None,
+        query_length=int(m.group(3)),
+        program=run.program,
+        version=run.version,
+        command=run.command,
+        run_index=run.index,
+        run_query_number=int(m.group(1)),
+    )
+    unit = m.group(4)
+    note = m.group(5)
+    if note is not None:
+        q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
+        if q.searched_strand is None:
+            raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
+    table_cols: list[str] | None = None
+    table_rows: list[tuple[bytes, int]] = []
+    params: dict | None = None
+
+    # ---- header of the query: library, statistics, best-scores table, summary line
+    while True:
+        line = r.readline()
+        if line is None:
+            raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
+        if line.startswith(b">>><<<"):
+            _finish(r, q, run, unit, table_cols, table_rows, [], warn)
+            return q
+        if line.startswith(b">>>///"):
+            raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
+        if line.startswith(b">>>"):
+            sm = _QSUMMARY.match(line)
+            if sm is None:
+                raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
+            sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
+            if sid != q.query_id and sid != q.query_id + "-":  # "ID-": -i (reverse complement)
+                raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
+            if q.library is None:
+                q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
+            break
+        if _QSTART.match(line):
+            raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
+        if line.startswith(b">") or line.startswith(b";"):
+            raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
+        if line.startswith(b"The best scores are:"):
+            table_cols = line[20:].decode("latin-1").split()
+            if not table_cols:
+                raise r.error("best-scores table without column names", r.line_no)
+            table_rows = r.read_rows()
+        elif line.startswith(b"Library:"):
+            lib = line[8:].strip()
+            rm = _RESIDUES.search(lib)
+            if rm:
+                lib = lib[: rm.start()].strip()
+                q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
+            q.library = _decode(lib, "library name", source, r.line_no, warn) or None
+        elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
+            q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
+        elif line.startswith(b"Statistics:"):
+            q.statistics = _decode(line[11:].strip(), "statistics", source, r.line_no, warn) or None
+        elif line.startswith(b"Algorithm:"):
+            q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
+
+    # ---- pg_* / mp_* lines
+    while r.peek(1) == b";":
+        line = r.readline()
+        km = _KV.match(line)
+        if km is None:
+            raise r.error(f"malformed '; key: value' line: {line[:60]!r}", r.line_no)
+        key = km.group(1).decode("latin-1")
+        value = _decode(km.group(2), key, source, r.line_no, warn)
+        if params is None:
+            params = {}
+        if key == "pg_argv" and "; pg_name_alg: " in value:
+            value, alg = value.split("; pg_name_alg: ", 1)
+            params["pg_name_alg"] = _typed(alg)
+        params[key] = _typed(value)
+    q.params = params
+    if params:
+        if isinstance(params.get("pg_name"), str):
+            q.program = params["pg_name"]
+        if "pg_ver" in params:
+            q.version = str(params["pg_ver"])
+
+    # ---- hit blocks
+    qtype, ltype = _types(q.program, unit)
+    hits: list[Hit] = []
+    ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
+    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences)
+    while True:
+        buf, pos = r.buf, r.pos
+        if len(buf) - pos < LOOKAHEAD and not r.eof:
+            r._fill()
+            buf, pos = r.buf, r.pos
+        if buf.startswith(b">>", pos) and not buf.startswith(b">>>", pos):
+            # fast path: a hit in the usual layout, parsed in the read buffer; taken
+            # only if the hit ends inside the buffer (at the next ">>" line)
+            hit = _fast_hit(buf, pos, ctx, len(hits) + 1, source, r.line_no + 1, warn) if _FAST_PATH else None
+            if hit is not None:
+                hit, end, hit_id_b = hit
+                hits.append(hit)
+                ids.append(hit_id_b)
+                r.line_no += buf.count(b"\n", pos, end)
+                r.pos = end
+                continue
+            block, first = r.read_block()
+            hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
+            hits.append(hit)
+            ids.append(hit.hit_id.encode("utf-8", "replace"))
+            continue
+        line = r.readline()
+        if line is None:
+            raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
+        if line.startswith(b">>><<<"):
+            break
+        if not line.strip():
+            continue
+        raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
+    _finish(r, q, run, unit, table_cols, table_rows, hits, warn, ids)
+    return q
+
+
+def _base(program: str | None) -> str:
+    """"ssearch36" -> "ssearch", "/usr/bin/tfastx36_t" -> "tfastx"."""
+    base = (program or "").rsplit("/", 1)[-1].lower()
+    return re.sub(r"(36|35|34)?(_t)?$", "", base)
+
+
+# which side of a translated search is shown translated (its coordinates are in nt)
+_TRANSLATED_SIDE = {
+    "fastx": "q",
+    "fasty": "q",
+    "tfastx": "h",
+    "tfasty": "h",
+    "tfasts": "h",
+    "tfastf": "h",
+    "tfastm": "h",
+}
+
+
+def _finish(r, q: Query, run: _Run, unit: bytes, table_cols, table_rows, hits: list[Hit], warn, ids=()) -> None:
+    qtype, ltype = _types(q.program, unit)
+    q.query_type, q.library_type = qtype, ltype
+    if table_rows:
+        n_al = len(hits)
+        if n_al > len(table_rows):
+            raise r.error(
+                f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(table_rows)} rows",
+                table_rows[-1][1],
+            )
+        # rows of aligned hits only have to name the same sequence (the alignment
+        # carries all their values); the other rows become table-only hits
+        for i in range(n_al):
+            raw, ln = table_rows[i]
+            sp = raw.find(b" ")
+            row_id = raw[:sp] if sp >= 0 else raw
+            hit_id = ids[i]
+            if not row_id or (row_id not in hit_id and hit_id not in row_id):
+                raise r.error(
+                    f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
+                    f"but row {i + 1} of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
+                    ln,
+                )
+        if "E2()" in table_cols:  # -z 21..26: the second E() is only in the table
+            for i in range(n_al):
+                x = hits[i].hsps[0]
+                if x.evalue2 is None:
+                    x.evalue2 = _parse_row(*table_rows[i], table_cols, r.source, warn).hsps[0].evalue2
+        for raw, ln in table_rows[n_al:]:
+            hits.append(_parse_row(raw, ln, table_cols, r.source, warn))
+    for i, hit in enumerate(hits, 1):
+        hit.rank = i
+    q.hits = hits
+
+
+def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit:
+    def bad(reason: str) -> ParseError:
+        return ParseError(f"best-scores table row: {reason}: {raw[:80]!r}", source=source, line=line)
+
+    parts = raw.rsplit(None, len(cols))
+    if len(parts) != len(cols) + 1:
+        raise bad(f"expected {len(cols)} score columns")
+    rest = parts[0].rstrip()
+    values = parts[1:]
+    frame = None
+    if rest.endswith(b"]"):
+        i = rest.rfind(b"[")
+        if i < 0:
+            raise bad("unbalanced '[frame]'")
+        frame = rest[i + 1 : -1].decode("latin-1").strip()
+        rest = rest[:i].rstrip()
+    if not rest.endswith(b")"):
+        raise bad("no '(length)' column")
+    i = rest.rfind(b"(")
+    if i < 0 or not _INT.fullmatch(rest[i + 1 : -1]):
+        raise bad("malformed '(length)' column")
+    length = int(rest[i + 1 : -1])
+    text = _decode(rest[:i].strip(), "hit description", source, line, warn)
+    id_desc = text.split(None, 1)
+    if not id_desc:
+        raise bad("no hit id")
+    hsp = Hsp(frame=frame)
+    for col, val in zip(cols, values):
+        if col.startswith("E(") or col == "E()":
+            attr, typ = "evalue", float
+        else:
+            spec = _TABLE_COLS.get(col)
+            if spec is None:
+                continue
+            attr, typ = spec
+        try:
+            setattr(hsp, attr, typ(val))
+        except ValueError:
+            raise bad(f"column {col!r} is not a number") from None
+    hsp.score = hsp.opt_score
+    return Hit(
+        hit_id=id_desc[0],
+        rank=0,  # set by the caller through position
+        hit_description=id_desc[1].strip() if len(id_desc) > 1 and id_desc[1].strip() else None,
+        hit_length=length,
+        aligned=False,
+        hsps=[hsp],
+    )
+
+
+class _HitContext:
+    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "layout")
+
+    def __init__(self, query_id, q_dna, h_dna, translated, sequences):
+        self.query_id = query_id
+        self.query_id_b = query_id.encode("utf-8", "replace")
+        self.layout: re.Pattern | None = None
+        self.q_dna = q_dna
+        self.h_dna = h_dna
+        self.translated = translated  # None, "q" or "h"
+        self.sequences = sequences
+
+
+def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | None:
+    """A Hit from the text of its ``>>`` line (without ``>>``); None if it has no id."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        text = _decode(line, "hit description", source, line_no, warn)
+    id_desc = text.split(None, 1)
+    if not id_desc:
+        return None
+    desc = id_desc[1].strip() if len(id_desc) > 1 else None
+    return Hit(hit_id=id_desc[0], rank=rank, hit_description=desc or None)
+
+
+def _fast_hit(buf: bytes, pos: int, ctx: _HitContext, rank: int, source: str, line_no: int, warn):
+    """(Hit, offset after it) for the hit at ``buf[pos]`` (its ``>>`` line), or None."""
+    nl = buf.find(b"\n", pos)
+    if nl < 0:
+        return None
+    hit = _new_hit(buf[pos + 2 : nl], rank, source, line_no, warn)
+    if hit is None:
+        return None
+    hit_id = hit.hit_id.encode("utf-8", "replace")
+    p = nl + 1
+    while True:
+        res = _fast_hsp(buf, p, ctx, hit_id)
+        if res is None:
+            return None
+        hit.hsps.append(res[0])
+        if hit.hit_length is None:
+            hit.hit_length = res[1]
+        p = res[2]
+        if p - pos > MAX_LINE:  # let read_block check the length of its lines
+            return None
+        if buf.startswith(b">>", p):
+            return hit, p, hit_id
+        if not buf.startswith(b">--\n", p):
+            return None
+        p += 4
+
+
+def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: str, warn) -> Hit:
+    if b"\r" in block:
+        block = block.replace(b"\r\n", b"\n")
+
+    def err(reason: str, offset: int) -> ParseError:
+        return ParseError(reason, source=source, line=first + block.count(b"\n", 0, max(offset, 0)))
+
+    nl = block.find(b"\n")
+    if nl < 0 or nl + 1 >= len(block):
+        raise err("hit block has no alignment (input truncated?)", 0)
+    hit = _new_hit(block[2:nl], rank, source, first, warn)
+    if hit is None:
+        raise err("'>>' line without a hit id", 0)
+    # the block: ">>..." line, then HSPs separated by ">--" lines
+    pos = nl + 1
+    size = len(block)
+    hsps = hit.hsps
+    while True:
+        nxt = block.find(b"\n>--", pos - 1)
+        end = size if nxt < 0 else nxt + 1
+        res = _parse_hsp(block, pos, end, ctx, hit.hit_id, err)
+        hsp, hit_len = res
+        hsps.append(hsp)
+        if hit.hit_length is None:
+            hit.hit_length = hit_len
+        if end >= size or not block.startswith(b">--", end):
+            break
+        e = block.find(b"\n", end)
+        if e < 0 or e + 1 >= size:
+            raise err("'>--' alternate alignment without content (truncated?)", end)
+        pos = e + 1
+    return hit
+
+
+_SCORES = (
+    rb"(?:; [a-z]+_frame: *([^\n]*)\n)?"
+    rb"(?:; [a-z]+_initn: *(-?\d+)\n)?"
+    rb"(?:; [a-z]+_init1: *(-?\d+)\n)?"
+    rb"(?:; [a-z]+_(?:s-w |n-w )?opt: *(-?\d+)\n)?"
+    rb"(?:; [a-z]+_z-score: *([^\n]+)\n)?"
+    rb"(?:; [a-z]+_bits: *([^\n]+)\n)?"
+    rb"(?:; [a-z]+_expect: *([^\n]+)\n)?"
+    rb"(?:; [a-z]+_score: *(-?\d+)\n)?"
+    rb"(?:; [a-z]+_ident: *([^\n]+)\n)?"
+    rb"(?:; [a-z]+_sim: *([^\n]+)\n)?"
+    rb"(?:; [a-z]+_overlap: *(\d+)\n)?"
+)
+_SIDE_KV = (
+    rb">([^\n]*)\n; sq_len: *(\d+)\n; sq_offset: *-?\d+\n; sq_type: *\w\n"
+    rb"; al_start: *(-?\d+)\n; al_stop: *(-?\d+)\n; al_display_start: *(-?\d+)\n"
+)
+# the score lines and the query side's header lines of an alignment in the usual
+# layout, and the library side's header lines; anything else goes to _parse_hsp
+_HEAD_FAST = re.compile(_SCORES + _SIDE_KV)
+_FRAMES = {b"f": "f", b"r": "r"}
+_SIDE_FAST = re.compile(_SIDE_KV)
+
+# _HEAD_FAST's score groups, in order: the key suffix and the value pattern
+_SCORE_SLOTS = (
+    (b"frame", rb"([^\n]*)"),
+    (b"initn", rb"(-?\d+)"),
+    (b"init1", rb"(-?\d+)"),
+    (b"opt", rb"(-?\d+)"),
+    (b"z-score", rb"([^\n]+)"),
+    (b"bits", rb"([^\n]+)"),
+    (b"expect", rb"([^\n]+)"),
+    (b"score", rb"(-?\d+)"),
+    (b"ident", rb"([^\n]+)"),
+    (b"sim", rb"([^\n]+)"),
+    (b"overlap", rb"(\d+)"),
+)
+_SCORE_KEYS = re.compile(rb"^; ([a-z]+_)((?:s-w |n-w )?)([^:\n]+):", re.M)
+_LAYOUTS: dict[bytes, re.Pattern] = {}
+
+
+def _layout(score_lines: bytes) -> re.Pattern | None:
+    """A regex equivalent to _HEAD_FAST for one exact set of score-line keys (a file
+    repeats one layout; literal keys match several times faster than the optional
+    groups of _HEAD_FAST).  It has the same groups; absent keys give None."""
+    keys = _SCORE_KEYS.findall(score_lines)
+    sig = b"|".join(b"".join(k) for k in keys)
+    pat = _LAYOUTS.get(sig)
+    if pat is None and len(_LAYOUTS) < 64:
+        by_slot = {}
+        for prefix, sw, suffix in keys:
+            by_slot[suffix] = re.escape(b"; " + prefix + sw + suffix + b":") + b" *"
+        parts = []
+        for suffix, value in _SCORE_SLOTS:
+            parts.append(by_slot[suffix] + value + b"\n" if suffix in by_slot else b"(?:(\x00))?")
+        pat = _LAYOUTS[sig] = re.compile(b"".join(parts) + _SIDE_KV)
+    return pat
+
+
+def _fast_hsp(buf: bytes, p: int, ctx: _HitContext, hit_id: bytes):
+    """Parse the alignment whose score lines start at ``buf[p]``, if it has the usual
+    layout and ends (at a ``>`` line) inside ``buf``.
+
+    Returns (Hsp, library sequence length, offset of the next ``>`` line), or None to
+    send the alignment to the checking path (_parse_hsp).  The sequence lines are
+    delimited with ``bytes.find`` rather than matched, which keeps this fast."""
+    m = ctx.layout.match(buf, p) if ctx.layout is not None else None
+    if m is None:
+        m = _HEAD_FAST.match(buf, p)
+        if m is None:
+            return None
+        ctx.layout = _layout(buf[p : m.start(12)])
+    (frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
+     qname, _qlen, q0, q1, qds) = m.groups()
+    a = m.end()  # query sequence lines
+    b = buf.find(b"\n>", a - 1)
+    if b < 0 or buf.find(b"\n;", a - 1, b) >= 0:
+        return None
+    b += 1  # the library side's ">NAME .." line
+    m = _SIDE_FAST.match(buf, b)
+    if m is None:
+        return None
+    hname, hlen, h0, h1, hds = m.groups()
+    c = m.end()  # library sequence lines
+    d = buf.find(b"\n>", c - 1)
+    if d < 0:
+        return None
+    d += 1  # next ">" line: ">>" next hit, ">>><<<" or ">--"
+    e = buf.find(b"\n;", c - 1, d)
+    if e >= 0:
+        e += 1
+        if not buf.startswith(b"; al_cons:\n", e) or buf.find(b"\n;", e + 10, d) >= 0:
+            return None
+    t = buf.find(b"\n\n", c if e < 0 else e, d)  # only blank lines may follow
+    if t >= 0 and buf[t:d].strip():
+        return None
+    qn = qname.partition(b" ")[0]
+    hn = hname.partition(b" ")[0]
+    if not qn or not hn or qn not in ctx.query_id_b or hn not in hit_id:
+        return None
+    try:
+        opt = None if opt is None else int(opt)
+        vals = (
+            opt if score is None else int(score),
+            opt,
+            None if initn is None else int(initn),
+            None if init1 is None else int(init1),
+            None if z is None else float(z),
+            None if bits is None else float(bits),
+            None if ev is None else float(ev),
+            None,  # evalue2
+            None if ident is None else float(ident),
+            None if sim is None else float(sim),
+            None if overlap is None else int(overlap),
+            None if frame is None else _FRAMES.get(frame) or frame.strip().decode("ascii"),
+        )
+    except (ValueError, UnicodeDecodeError):
+        return None
+    q0 = int(q0)
+    q1 = int(q1)
+    h0 = int(h0)
+    h1 = int(h1)
+    if q0 <= q1:
+        qs, qe, qstrand = q0, q1, "+" if ctx.q_dna else None
+    elif ctx.q_dna:
+        qs, qe, qstrand = q1, q0, "-"
+    else:
+        return None
+    if h0 <= h1:
+        hs, he, hstrand = h0, h1, "+" if ctx.h_dna else None
+    elif ctx.h_dna:
+        hs, he, hstrand = h1, h0, "-"
+    else:
+        return None
+    qseq = hseq = cons = None
+    if ctx.sequences:
+        qdisp = buf[a:b].replace(b"\n", b"")
+        hdisp = buf[c : e if e >= 0 else d].replace(b"\n", b"")
+        if ctx.translated is None:
+            qctx = q0 - int(qds) if q0 <= q1 else int(qds) - q0
+            hctx = h0 - int(hds) if h0 <= h1 else int(hds) - h0
+            if qctx < 0 or hctx < 0:
+                return None
+            c0 = qctx if qctx > hctx else hctx
+            nq = qe - qs + 1
+            c1 = c0 + nq
+            if qdisp.count(b"-", c0, c1):
+                c1 = _end_col(qdisp, c0, nq)
+            nh = he - hs + 1
+            if c1 - c0 - hdisp.count(b"-", c0, c1) != nh:  # e.g. global: trailing gaps
+                c2 = _end_col(hdisp, c0, nh)
+                if c2 > c1:
+                    c1 = c2
+        else:
+            if ctx.translated == "q":
+                ref, r0, r1, ds = hdisp, h0, h1, int(hds)
+            else:
+                ref, r0, r1, ds = qdisp, q0, q1, int(qds)
+            rctx = r0 - ds if r0 <= r1 else ds - r0
+            if rctx < 0:
+                return None
+            c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
+            c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
+        if c1 > len(qdisp) or c1 > len(hdisp):
+            return None
+        try:
+            qseq = qdisp[c0:c1].decode("ascii")
+            hseq = hdisp[c0:c1].decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        if e >= 0:
+            cb = buf[e + 11 : d].replace(b"\n", b"")[c0:c1]
+            if len(cb) < c1 - c0:
+                cb = cb.ljust(c1 - c0)
+            cons = cb.decode("ascii", errors="replace")
+    hsp = Hsp(*vals, qs, qe, hs, he, qstrand, hstrand, qseq, hseq, cons)
+    return hsp, int(hlen), d
+
+
+def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
+    """Parse one side (">NAME ..", "; sq_*/al_*" lines, sequence lines) of an HSP.
+
+    Returns (name, key/value dict, offset of the first sequence line)."""
+    nl = block.find(b"\n", start, stop)
+    if nl < 0:
+        raise err("alignment side without data (truncated?)", start)
+    name = block[start + 1 : nl]
+    p = nl + 1
+    kv: dict[bytes, bytes] = {}
+    while p < stop and block.startswith(b"; ", p):
+        e = block.find(b"\n", p, stop)
+        if e < 0:
+            e = stop
+        key, sep, val = block[p + 2 : e].partition(b": ")
+        if not sep:
+            if block[p + 2 : e].endswith(b":"):
+                key, val = block[p + 2 : e - 1], b""
+            else:
+                raise err(f"malformed '; key: value' line: {block[p:e][:60]!r}", p)
+        kv[key] = val
+        p = e + 1
+    return name, kv, min(p, stop)
+
+
+def _int(kv: dict, key: bytes, err, offset: int) -> int:
+    v = kv.get(key)
+    if v is None:
+        raise err(f"alignment lacks '; {key.decode()}:'", offset)
+    if not _INT.fullmatch(v):
+        raise err(f"'; {key.decode()}: {v[:30].decode('latin-1')}' is not an integer", offset)
+    return int(v)
+
+
+def _end_col(disp: bytes, c0: int, n_res: int) -> int:
+    """The column after the ``n_res``-th residue (non-``-``) of ``disp`` from ``c0``."""
+    c1 = c0 + n_res
+    g = disp.count(b"-", c0, c1)
+    while g:
+        n = c1 + g
+        g = disp.count(b"-", c1, n)
+        c1 = n
+    return c1
+
+
+def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str, err) -> tuple[Hsp, int]:
+    hsp = Hsp()
+    # scores: "; xx_key: value" lines up to the query side ">NAME .."
+    qh = block.find(b"\n>", pos - 1, stop)
+    if qh < 0:
+        raise err("alignment without its '>QUERY ..' side (truncated?)", pos)
+    extra = None
+    p = pos
+    while p < qh:
+        e = block.find(b"\n", p, qh + 1)
+        if e < 0:
+            e = qh
+        line = block[p:e]
+        if not line.startswith(b"; "):
+            if not line.strip():
+                p = e + 1
+                continue
+            raise err(f"unexpected line among alignment scores: {line[:60]!r}", p)
+        key, sep, val = line[2:].partition(b": ")
+        if not sep:
+            raise err(f"malformed '; key: value' line: {line[:60]!r}", p)
+        u = key.find(b"_")
+        suffix = key[u + 1 :] if u >= 0 else key
+        spec = _HSP_KEYS.get(suffix)
+        if spec is not None:
+            attr, typ = spec
+            pattern = _INT if typ is int else _FLOAT
+            if not pattern.fullmatch(val):
+                raise err(f"'{line[:60].decode('latin-1')}' is not a number", p)
+            setattr(hsp, attr, typ(val))
+        elif suffix == b"frame":
+            hsp.frame = val.strip().decode("latin-1")
+        else:
+            if extra is None:
+                extra = {}
+            extra[key.decode("latin-1")] = _typed(val.decode("utf-8", errors="replace"))
+        p = e + 1
+    hsp.extra = extra
+    if hsp.score is None:
+        hsp.score = hsp.opt_score
+
+    # query side, then library side
+    hh = block.find(b"\n>", qh + 2, stop)
+    if hh < 0:
+        raise err("alignment without its library side (truncated?)", qh + 1)
+    qname, qkv, qseq_at = _side(block, qh + 1, hh, err)
+    cons_at = block.find(b"\n; al_cons:", hh + 2, stop)
+    hend = stop if cons_at < 0 else cons_at
+    hname, hkv, hseq_at = _side(block, hh + 1, hend, err)
+    for a, b in ((qseq_at, hh), (hseq_at, hend)):
+        i = block.find(b"\n;", a, b)
+        if i >= 0:
+            raise err(f"unexpected line in an aligned sequence: {block[i + 1 : i + 40]!r}", i + 1)
+    tail = block.find(b"\n\n", hseq_at if cons_at < 0 else cons_at + 1, stop)
+    if tail >= 0 and block[tail:stop].strip():
+        i = tail + 1 + len(block[tail:stop]) - len(block[tail:stop].lstrip())
+        raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
+    qn = qname.split(None, 1)[0] if qname.strip() else b""
+    # FASTA shows at most -C characters of the name and drops a leading "gi|NNN|"
+    if not qn or qn not in ctx.query_id_b:
+        raise err(f"alignment side names {qname[:40]!r}, not the query {ctx.query_id!r}", qh + 1)
+    hn = hname.split(None, 1)[0] if hname.strip() else b""
+    if not hn or hn not in hit_id.encode("utf-8", "replace"):
+        raise err(f"alignment side names {hname[:40]!r}, not the hit {hit_id!r}", hh + 1)
+
+    q0 = _int(qkv, b"al_start", err, qh + 1)
+    q1 = _int(qkv, b"al_stop", err, qh + 1)
+    h0 = _int(hkv, b"al_start", err, hh + 1)
+    h1 = _int(hkv, b"al_stop", err, hh + 1)
+    hit_len = _int(hkv, b"sq_len", err, hh + 1)
+    if q0 <= q1:
+        hsp.query_start, hsp.query_end = q0, q1
+        if ctx.q_dna:
+            hsp.query_strand = "+"
+    else:
+        hsp.query_start, hsp.query_end = q1, q0
+        if ctx.q_dna:
+            hsp.query_strand = "-"
+        else:
+            raise err("protein query coordinates run backwards", qh + 1)
+    if h0 <= h1:
+        hsp.hit_start, hsp.hit_end = h0, h1
+        if ctx.h_dna:
+            hsp.hit_strand = "+"
+    else:
+        hsp.hit_start, hsp.hit_end = h1, h0
+        if ctx.h_dna:
+            hsp.hit_strand = "-"
+        else:
+            raise err("protein library coordinates run backwards", hh + 1)
+
+    if ctx.sequences:
+        qdisp = block[qseq_at:hh].replace(b"\n", b"")
+        hdisp = block[hseq_at:hend].replace(b"\n", b"")
+        # FASTA shows context around the alignment; both sides are column-aligned at
+        # the alignment start (the side with less context is padded with '-'), and
+        # each side's residues of the alignment are counted by |al_stop - al_start|+1.
+        if ctx.translated is None:
+            qds = _int(qkv, b"al_display_start", err, qh + 1)
+            hds = _int(hkv, b"al_display_start", err, hh + 1)
+            qctx = q0 - qds if q0 <= q1 else qds - q0
+            hctx = h0 - hds if h0 <= h1 else hds - h0
+            if qctx < 0 or hctx < 0:
+                raise err("alignment starts before its displayed sequence", qh + 1)
+            c0 = max(qctx, hctx)
+            c1 = max(_end_col(qdisp, c0, abs(q1 - q0) + 1), _end_col(hdisp, c0, abs(h1 - h0) + 1))
+        else:
+            # translated searches: the translated side counts nucleotides, so use the
+            # protein side (local alignments: no leading gap, leading '-' are padding)
+            if ctx.translated == "q":
+                ref, r0, r1, rkv, at = hdisp, h0, h1, hkv, hh + 1
+            else:
+                ref, r0, r1, rkv, at = qdisp, q0, q1, qkv, qh + 1
+            ds = _int(rkv, b"al_display_start", err, at)
+            rctx = r0 - ds if r0 <= r1 else ds - r0
+            if rctx < 0:
+                raise err("alignment starts before its displayed sequence", at)
+            c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
+            c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
+        if c1 > len(qdisp):
+            raise err("query sequence shorter than its coordinates say (truncated?)", hh - 1)
+        if c1 > len(hdisp):
+            raise err("library sequence shorter than its coordinates say (truncated?)", hend - 1)
+        qs, hs = qdisp[c0:c1], hdisp[c0:c1]
+        try:
+            hsp.query_seq = qs.decode("ascii")
+            hsp.hit_seq = hs.decode("ascii")
+        except UnicodeDecodeError:
+            raise err("non-ASCII bytes in an aligned sequence", qh + 1) from None
+        if cons_at >= 0:
+            e = block.find(b"\n", cons_at + 1, stop)
+            cons = block[e + 1 : stop].rstrip(b"\n").replace(b"\n", b"") if e >= 0 else b""
+            hsp.consensus = cons[c0:c1].ljust(c1 - c0).decode("ascii", errors="replace")
+    return hsp, hit_len

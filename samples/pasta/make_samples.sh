@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Regenerate every FASTA-suite -m 10 sample in samples/pasta/ from the sequences
+# in samples/pasta/inputs/ (real FASTA-suite 36.3.8i output; Debian package fasta3).
+#
+#   bash samples/pasta/make_samples.sh                  # rebuild the *.m10 samples
+#   bash samples/pasta/make_samples.sh --refresh-inputs # first re-copy inputs from
+#                                                       # /usr/share/doc/fasta3/examples/seq
+#
+# Determinism: FASTA 36 has no random-seed option (it seeds its shuffles from the
+# clock: gettimeofday in mrandom.c), so every search here avoids shuffling:
+# small libraries use `-z 3` (Altschul-Gish parameters, no shuffles) or `-z -1`
+# (no statistics).  `-T 1` makes the trailer independent of the number of cores.
+# The only lines that differ between two runs are the trailer's
+# " start: ... done: ..." timestamps and the "Scan time"/"Display time" figures,
+# which the parser ignores.  Commands run from this directory with relative paths,
+# so the recorded command lines (first line, pg_argv) do not depend on the checkout.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+EXAMPLES=/usr/share/doc/fasta3/examples/seq
+
+if [[ "${1:-}" == "--refresh-inputs" ]]; then
+    mkdir -p inputs
+    for f in gtt1_drome.aa mchu.aa h10_human.aa mgstm1.aa gtm1_human.aa prot_test.lib mu.lib \
+             mgstm1.nt mgstm1.rev gst.nlib gstm1b_human_fs.nt humgstd.seq gstm1b_human.nt \
+             hsgstm1b.seq bovprl.seq mwkw.aa titin_hum.aa; do
+        cp "$EXAMPLES/$f" "inputs/$f"
+    done
+fi
+
+for t in ssearch36 fasta36 ggsearch36 glsearch36 lalign36 fastx36 fasty36 tfastx36 tfasty36; do
+    command -v "$t" >/dev/null || { echo "missing $t (apt-get install fasta3)" >&2; exit 1; }
+done
+
+# ---- derived inputs (deterministic text transformations of the copied files)
+
+# DNA library whose ids look like NCBI RefSeq "gi|NNNN|ref|NM_XXXX.N|": the example
+# DNA sequences, relabelled with synthetic gi/NM numbers (the original header text is
+# kept as the description); spaces and digits are removed from sequence lines.
+relabel() {  # relabel FIRST_GI FIRST_NM files...
+    local gi=$1 nm=$2
+    shift 2
+    awk -v gi="$gi" -v nm="$nm" '
+        /^>/ { sub(/^>/, ""); printf(">gi|%d|ref|NM_%06d.1| %s\n", gi++, nm++, $0); next }
+        { gsub(/[ 0-9\t\r]/, ""); if (length($0)) print }
+    ' "$@"
+}
+relabel 900001 900001 inputs/gst.nlib inputs/humgstd.seq inputs/gstm1b_human.nt \
+    inputs/hsgstm1b.seq inputs/bovprl.seq > inputs/dna_ref_lib.fna
+relabel 910001 910001 inputs/mgstm1.nt inputs/gstm1b_human_fs.nt > inputs/dna_ref_queries.fna
+
+# a protein library of both example libraries, and a multi-query file
+cat inputs/prot_test.lib inputs/mu.lib > inputs/prot_lib.fa
+cat inputs/gtt1_drome.aa inputs/mchu.aa inputs/h10_human.aa inputs/mgstm1.aa > inputs/prot_queries.fa
+# two DNA queries, one given reverse-complemented (mgstm1.rev)
+cat inputs/mgstm1.nt inputs/mgstm1.rev > inputs/dna_queries.fna
+
+run() {  # run OUTPUT COMMAND...
+    local out=$1
+    shift
+    "$@" > "$out"
+    echo "$out: $*"
+}
+
+# ---- ssearch36 (Smith-Waterman)
+run ssearch36_prot.m10            ssearch36 -m 10 -T 1 -z 3 inputs/gtt1_drome.aa inputs/prot_test.lib
+run ssearch36_prot_multi.m10      ssearch36 -m 10 -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa
+run ssearch36_prot_alt.m10        ssearch36 -m 10 -T 1 -z 3 -E "10 1" inputs/mchu.aa inputs/prot_test.lib
+run ssearch36_titin_alt.m10       ssearch36 -m 10 -T 1 -z 3 -E "10 1" inputs/titin_hum.aa inputs/mwkw.aa
+run ssearch36_table_only.m10      ssearch36 -m 10 -T 1 -z 3 -b 12 -d 4 inputs/prot_queries.fa inputs/prot_lib.fa
+run ssearch36_no_alignments.m10   ssearch36 -m 10 -T 1 -z 3 -d 0 inputs/gtt1_drome.aa inputs/prot_test.lib
+run ssearch36_nostats.m10         ssearch36 -m 10 -T 1 -z -1 inputs/gtt1_drome.aa inputs/prot_lib.fa
+run ssearch36_dna_ref.m10         ssearch36 -m 10 -T 1 -z 3 inputs/dna_ref_queries.fna inputs/dna_ref_lib.fna
+run ssearch36_dna_fwd.m10         ssearch36 -m 10 -T 1 -z 3 -3 inputs/dna_queries.fna inputs/dna_ref_lib.fna
+run ssearch36_dna_revcomp.m10     ssearch36 -m 10 -T 1 -z 3 -i inputs/dna_queries.fna inputs/dna_ref_lib.fna
+
+# ---- fasta36 (protein and DNA; DNA prints bs_ident/bs_sim/bs_overlap)
+run fasta36_prot.m10              fasta36 -m 10 -T 1 -z 3 inputs/prot_queries.fa inputs/prot_lib.fa
+run fasta36_dna.m10               fasta36 -m 10 -T 1 -z 3 inputs/dna_queries.fna inputs/gst.nlib
+run fasta36_dna_ref.m10           fasta36 -m 10 -T 1 -z 3 inputs/dna_ref_queries.fna inputs/dna_ref_lib.fna
+
+# ---- global / glocal / non-overlapping local
+run ggsearch36.m10                ggsearch36 -m 10 -T 1 -z 3 inputs/mgstm1.aa inputs/mu.lib
+run glsearch36.m10                glsearch36 -m 10 -T 1 -z 3 inputs/gtt1_drome.aa inputs/mu.lib
+run lalign36.m10                  lalign36 -m 10 -z 3 inputs/gtm1_human.aa inputs/mgstm1.aa
+
+# ---- translated searches (DNA query vs protein library, protein query vs DNA library)
+run fastx36.m10                   fastx36 -m 10 -T 1 -z 3 inputs/dna_queries.fna inputs/prot_lib.fa
+run fasty36.m10                   fasty36 -m 10 -T 1 -z 3 inputs/gstm1b_human_fs.nt inputs/prot_lib.fa
+run tfastx36.m10                  tfastx36 -m 10 -T 1 -z 3 inputs/mgstm1.aa inputs/dna_ref_lib.fna
+run tfasty36.m10                  tfasty36 -m 10 -T 1 -z 3 inputs/gtm1_human.aa inputs/gst.nlib
+
+# ---- a gzip-compressed sample (gzip -n: no name/time stamp, so the bytes are stable)
+ssearch36 -m 10 -T 1 -z 3 -E 1 inputs/prot_queries.fa inputs/mu.lib | gzip -n -9 > ssearch36_mu.m10.gz
+echo "ssearch36_mu.m10.gz: ssearch36 -m 10 -T 1 -z 3 -E 1 inputs/prot_queries.fa inputs/mu.lib | gzip -n -9"
+
+# ---- several runs concatenated into one file
+{
+    ssearch36 -m 10 -T 1 -z 3 inputs/mchu.aa inputs/prot_test.lib
+    fasta36 -m 10 -T 1 -z 3 inputs/mgstm1.nt inputs/gst.nlib
+    glsearch36 -m 10 -T 1 -z 3 inputs/gtt1_drome.aa inputs/mu.lib
+} > concatenated_runs.m10
+echo "concatenated_runs.m10: ssearch36 ... ; fasta36 ... ; glsearch36 ... (see README)"
