@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from ingest.config import SAMPLES_DIR, Settings
-from ingest.errors import SciIngestError, UnsupportedFeature, ValidationFailed
+from ingest.errors import InputError, SciIngestError, UnsupportedFeature, ValidationFailed
 from ingest.mongo import TIMINGS, ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes, redact
 from ingest.timing import StageRecord, Timings
 
@@ -254,7 +254,7 @@ def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None
     result = {"run_id": run_id, **summary.as_dict()}
     result.pop("files")
     if summary.files and summary.count("failed") == len(summary.files):
-        raise SciIngestError(f"every input failed: {result['failed'][:3]}")
+        raise InputError(f"every input failed: {result['failed'][:3]}")
     return result
 
 

@@ -1,0 +1,99 @@
+"""sci_ingest: load -> analyze -> validate, once a day.
+
+A thin Airflow 3 DAG over ``ingest.pipeline``: each task calls one pipeline
+function with the Airflow ``run_id`` (so every stage of one DAG run shares the
+same ingest run id, and a retried task reuses it).  The DAG file itself only
+declares: the pipeline, pymongo, Dask, pandas and Great Expectations are
+imported inside the task functions, at run time, never at parse time.
+
+Where the data goes: ``MONGODB_URI`` if set, else the Airflow connection
+``mongo_default`` (e.g. ``AIRFLOW_CONN_MONGO_DEFAULT=mongo://mongos:27017/``),
+else the embedded SecantusDB server (see ``ingest.airflow_support``).
+
+Ad-hoc loads / backfills: trigger with conf ``{"paths": ["/data/x.m10", ...]}``
+(files or directories); an empty list loads the bundled samples.
+
+Retries: transient failures (database/server unreachable) are retried;
+deterministic ones (unparseable input, bad config, a failed critical
+expectation) fail the task at once (``AirflowFailException``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+DAG_ID = "sci_ingest"
+
+DEFAULT_ARGS = {
+    "owner": "sci-ingest",
+    "retries": 2,
+    "retry_delay": timedelta(minutes=2),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=20),
+    "execution_timeout": timedelta(hours=2),
+}
+
+
+@dag(
+    dag_id=DAG_ID,
+    description="Ingest FASTA -m 10 searches and Materials-Project records into MongoDB, analyse, validate.",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=6),
+    default_args=DEFAULT_ARGS,
+    params={
+        "paths": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            title="Input paths",
+            description=(
+                "Files or directories to load (PASTA -m 10 output, Materials-Project JSON). "
+                "Empty: the bundled samples."
+            ),
+        ),
+    },
+    tags=["sci-ingest"],
+    doc_md=__doc__,
+)
+def sci_ingest():
+    @task(task_id="load", multiple_outputs=False)
+    def load() -> dict:
+        """Parse and load the input files; returns the load summary (pushed as XCom)."""
+        from ingest.airflow_support import paths_param, resolve_mongo_uri, run_stage
+        from ingest.pipeline import task_load
+
+        context = get_current_context()
+        return run_stage(
+            task_load,
+            context["run_id"],
+            paths=paths_param(context["params"]),
+            mongo_uri=resolve_mongo_uri(use_airflow=True),
+        )
+
+    @task(task_id="analyze", multiple_outputs=False)
+    def analyze() -> dict:
+        """Run the Dask analysis stages over what this run loaded."""
+        from ingest.airflow_support import resolve_mongo_uri, run_stage
+        from ingest.pipeline import task_analyze
+
+        context = get_current_context()
+        return run_stage(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+
+    @task(task_id="validate", multiple_outputs=False)
+    def validate() -> dict:
+        """Great Expectations checks; a critical failure fails the task without retry."""
+        from ingest.airflow_support import resolve_mongo_uri, run_stage
+        from ingest.pipeline import task_validate
+
+        context = get_current_context()
+        return run_stage(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+
+    load() >> analyze() >> validate()
+
+
+sci_ingest()

@@ -1,0 +1,163 @@
+"""Thin glue between Airflow and the sci-ingest pipeline.
+
+Everything Airflow-specific that the DAG files need lives here so the DAGs stay
+declarations.  Airflow (and pymongo, through the Mongo provider) is imported
+lazily inside the functions: importing this module costs nothing and works
+without Airflow installed.
+
+* :func:`resolve_mongo_uri` -- where MongoDB is: ``MONGODB_URI`` first, then
+  the Airflow connection ``mongo_default`` (only when running under Airflow,
+  unless asked), else ``None`` (the pipeline then starts or reuses the
+  embedded SecantusDB server).
+* :func:`uri_from_connection` -- a MongoDB URI from an Airflow connection,
+  built the way :class:`airflow.providers.mongo.hooks.mongo.MongoHook` builds
+  its client (its ``uri`` plus the connection extras, which the hook passes to
+  ``MongoClient`` as keyword options and which we carry as URI options).
+* :func:`run_stage` -- call a pipeline stage and turn deterministic failures
+  (bad input, bad config, failed validation) into ``AirflowFailException`` so
+  Airflow does not retry what cannot succeed on a retry; transient errors
+  (server, database) propagate unchanged and are retried.
+* :func:`paths_param` -- the ``paths`` DAG param normalised to ``list[str] | None``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Mapping
+from urllib.parse import urlencode
+
+from ingest.errors import ConfigError, InputError, ValidationFailed
+
+MONGODB_URI_ENV = "MONGODB_URI"
+DEFAULT_CONN_ID = "mongo_default"
+
+# Errors a retry cannot fix: the same input / config / data fails the same way.
+DETERMINISTIC_ERRORS: tuple[type[Exception], ...] = (ConfigError, InputError, ValidationFailed)
+
+
+def _option_value(value: Any) -> str:
+    """A connection-extra value as a URI option value (JSON booleans -> true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def uri_from_connection(conn_id: str = DEFAULT_CONN_ID) -> str | None:
+    """The MongoDB URI of Airflow connection ``conn_id``; None if it is not defined.
+
+    Uses the Mongo provider's ``MongoHook``: it validates the connection
+    (``conn_type`` must be ``mongo``; an SRV connection must not set a port) and
+    builds ``mongodb[+srv]://[login:password@]host[:port][/schema]``.  The hook
+    hands the remaining connection extras to ``MongoClient`` as keyword options
+    (e.g. ``directConnection``, ``replicaSet``, ``tls``, ``authSource``); here
+    they become URI options so the result is one self-contained string.  The
+    hook's ``allow_insecure`` extra becomes ``tlsAllowInvalidCertificates=true``
+    when TLS is on, exactly as the hook does.
+
+    Raises :class:`ConfigError` if the connection exists but is unusable, or if
+    Airflow / its Mongo provider is not installed.
+    """
+    try:
+        from airflow.exceptions import AirflowConfigException
+        from airflow.providers.mongo.hooks.mongo import MongoHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError as exc:
+        raise ConfigError(
+            f"cannot read Airflow connection {conn_id!r}: apache-airflow with "
+            f"apache-airflow-providers-mongo is not installed ({exc})"
+        ) from exc
+
+    try:
+        hook = MongoHook(mongo_conn_id=conn_id)
+    except AirflowNotFoundException:
+        return None
+    except AirflowConfigException as exc:
+        raise ConfigError(f"Airflow connection {conn_id!r} is not a usable MongoDB connection: {exc}") from exc
+
+    if not hook.connection.host:
+        raise ConfigError(f"Airflow connection {conn_id!r} has no host")
+    # hook.extras: the connection extras after the hook removed its own keys
+    # ("srv" is consumed by the URI scheme; "allow_insecure" is translated).
+    options = {key: _option_value(value) for key, value in hook.extras.items() if value is not None}
+    if hook.ssl_enabled and "ssl" not in options and "tls" not in options:
+        # The hook drops "ssl" from its options when allow_insecure is set; TLS stays on.
+        options["tls"] = "true"
+    if hook.allow_insecure:
+        options["tlsAllowInvalidCertificates"] = "true"
+    uri = hook.uri
+    if options:
+        # MongoHook's URI has no query; a bare host needs the "/" before "?".
+        sep = "?" if hook.connection.schema else "/?"
+        uri = f"{uri}{sep}{urlencode(options)}"
+    return uri
+
+
+def resolve_mongo_uri(conn_id: str = DEFAULT_CONN_ID, *, use_airflow: bool | None = None) -> str | None:
+    """Where the pipeline's MongoDB is.
+
+    1. ``MONGODB_URI`` environment variable (non-empty) -- returned as is;
+    2. the Airflow connection ``conn_id`` (default ``mongo_default``; define it
+       in the UI/CLI or as ``AIRFLOW_CONN_MONGO_DEFAULT='mongo://host:27017/?directConnection=true'``
+       -- note the connection type is ``mongo``, not ``mongodb``), if defined;
+    3. ``None``: no external database configured -- the pipeline starts or
+       reuses the embedded SecantusDB server.
+
+    ``use_airflow``: whether to consult Airflow at step 2.  ``None`` (default)
+    means "when running under Airflow", i.e. when Airflow is already imported
+    (always the case inside a task); a plain ``sci-ingest`` run then never pays
+    Airflow's multi-second import nor creates ``$AIRFLOW_HOME``.  ``True``
+    imports Airflow if it is installed; ``False`` skips step 2.
+    """
+    env = os.environ.get(MONGODB_URI_ENV, "").strip()
+    if env:
+        return env
+    if use_airflow is None:
+        use_airflow = "airflow" in sys.modules
+    if not use_airflow:
+        return None
+    try:
+        import airflow  # noqa: F401  (only to learn whether Airflow is installed)
+    except ImportError:
+        return None
+    return uri_from_connection(conn_id)
+
+
+def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
+    """The ``paths`` DAG param as a list of strings, or None for "the bundled samples".
+
+    Accepts a list (the declared type) or, for convenience from the CLI/UI, a
+    single string with one path per line or comma-separated.
+    """
+    raw = (params or {}).get("paths")
+    if raw is None or raw == "" or raw == []:
+        return None
+    if isinstance(raw, str):
+        items = [p.strip() for chunk in raw.splitlines() for p in chunk.split(",")]
+    elif isinstance(raw, (list, tuple)):
+        items = [str(p).strip() for p in raw]
+    else:
+        raise ConfigError(f"param 'paths' must be a list of paths, got {type(raw).__name__}")
+    items = [p for p in items if p]
+    return items or None
+
+
+def run_stage(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+    """Call a pipeline stage; fail the task without retries on deterministic errors.
+
+    ``ConfigError``, ``InputError`` (``ParseError``, ``UnknownFormat``) and
+    ``ValidationFailed`` are re-raised as ``AirflowFailException`` (chained with
+    ``from``) because retrying the same run cannot change the outcome.  Other
+    errors -- ``ServerError``, ``DatabaseError``, anything unexpected -- propagate
+    and are retried according to the task's ``retries``.
+    """
+    try:
+        return func(*args, **kwargs)
+    except DETERMINISTIC_ERRORS as exc:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        detail = ""
+        failures = getattr(exc, "failures", None)
+        if failures:
+            detail = f" ({len(failures)} failed expectation(s); first: {failures[0]!r})"
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}{detail}") from exc
