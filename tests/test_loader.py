@@ -92,7 +92,9 @@ def test_changed_record_file_updates_by_natural_key(db, tmp_path):
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     result = make_loader(db).load([path])
     assert result.files[0].status == "loaded"
-    assert result.updated == 1 and result.inserted == 0
+    # every record of the new version replaces its stored one (its _source names the new sha256)
+    assert result.updated == 5 and result.inserted == 0
+    assert db.materials.distinct("_source.sha256") == [result.files[0].sha256]
     assert db.materials.count_documents({}) == 5
     assert db.materials.find_one({"_id": docs[0]["material_id"]})["band_gap"] == 42.5
 
