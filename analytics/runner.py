@@ -79,9 +79,12 @@ MATERIALS_COLUMNS = (
 )
 MATERIALS_PROJECTION = {"elements": 1, "formation_energy_per_atom": 1, "band_gap": 1}
 
-#: Default partitioning: at most 2 partitions per Dask thread, and none smaller
-#: than this many documents (each partition costs a query and a task).
-MIN_ROWS_PER_PARTITION = 5_000
+#: Default partitioning: 2 partitions per Dask thread so every worker has work,
+#: none smaller than MIN_ROWS_PER_PARTITION documents (each partition costs a
+#: query and a task), and none larger than MAX_ROWS_PER_PARTITION (a partition
+#: must fit in a worker's memory however large the collection grows).
+MIN_ROWS_PER_PARTITION = 100
+MAX_ROWS_PER_PARTITION = 200_000
 
 
 @dataclass
@@ -188,9 +191,11 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
         client.close()
 
 
-def _default_partitions(client, count: int) -> int:
-    threads = sum(client.nthreads().values()) or 1
-    return max(1, min(2 * threads, math.ceil(count / MIN_ROWS_PER_PARTITION)))
+def default_partitions(threads: int, count: int) -> int:
+    """How many partitions to read ``count`` documents in, with ``threads`` Dask threads."""
+    threads = max(1, threads)
+    spread = min(2 * threads, math.ceil(count / MIN_ROWS_PER_PARTITION))
+    return max(1, spread, math.ceil(count / MAX_ROWS_PER_PARTITION))
 
 
 def _plain(value):
@@ -281,7 +286,7 @@ def _run_best_hits(client, uri: str, db_name: str, n: int | None, hits_key: str)
 
     count = _count(uri, db_name, "hits")
     if n is None:
-        n = _default_partitions(client, count)
+        n = default_partitions(sum(client.nthreads().values()), count)
     specs = []
     if count:
         _ensure_index(uri, db_name, "hits", hits_key)
@@ -307,7 +312,7 @@ def _run_oxides(client, uri: str, db_name: str, n: int | None):
 
     count = _count(uri, db_name, "materials")
     if n is None:
-        n = _default_partitions(client, count)
+        n = default_partitions(sum(client.nthreads().values()), count)
     specs = []
     if count:
         specs = plan_partitions(uri, db_name, "materials", n, key="_id",

@@ -122,7 +122,7 @@ def cmd_server(args) -> int:
 def cmd_parse(args) -> int:
     from ingest import parsers
     from ingest.errors import ParseError
-    from ingest.loader import open_binary
+    from ingest.fileio import open_binary
 
     parse = parsers.get("pasta").load()
     failed = 0

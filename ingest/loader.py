@@ -31,6 +31,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from ingest import parsers
 from ingest.documents import record_document, search_documents
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError
+from ingest.fileio import open_binary
 from ingest.ledger import Ledger, file_key, sha256_of
 from ingest.mongo import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.timing import Timings
@@ -123,15 +124,6 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]
         else:
             missing.append(FileOutcome(path=str(path), status="failed", reason="no such file or directory"))
     return found, missing
-
-
-def open_binary(path: Path):
-    """The file's bytes, gunzipped when it is gzip-compressed (by its magic number)."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
 
 
 class Loader:

@@ -439,3 +439,14 @@ def test_runner_import_is_light():
             "print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_default_partitions_spread_small_and_bound_large_collections():
+    from analytics.runner import MAX_ROWS_PER_PARTITION, default_partitions
+
+    assert default_partitions(2, 0) == 1
+    assert default_partitions(2, 150) == 2  # no partition under MIN_ROWS_PER_PARTITION
+    assert default_partitions(2, 3_000) == 4  # two per thread
+    big = 50_000_000
+    n = default_partitions(2, big)
+    assert n * MAX_ROWS_PER_PARTITION >= big and n == -(-big // MAX_ROWS_PER_PARTITION)

@@ -16,13 +16,13 @@ Parser contracts (pure: no I/O beyond reading the handle they are given):
 
 from __future__ import annotations
 
-import gzip
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ingest.errors import UnknownFormat
+from ingest.fileio import open_binary
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,8 @@ def strip_compression(name: str) -> str:
 
 def read_head(path: Path, size: int = 4096) -> bytes:
     """First ``size`` bytes of the (decompressed) file; empty on a broken gzip."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
     try:
-        if magic == b"\x1f\x8b":
-            with gzip.open(path, "rb") as fh:
-                return fh.read(size)
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             return fh.read(size)
     except (OSError, EOFError):
         return b""
