@@ -130,9 +130,10 @@ def ensure_hashed_indexes(db) -> dict[str, str]:
             outcomes[coll] = f"hashed index on {field}"
         except OperationFailure as exc:
             if exc.code == 67 or "hashed" in str(exc).lower():
+                reason = (exc.details or {}).get("errmsg") or str(exc)
                 raise UnsupportedFeature(
-                    f"this server does not support hashed indexes ({exc.details.get('errmsg', exc) if exc.details else exc}); "
-                    "collections keep their natural _ids and are ready to be sharded on a real MongoDB cluster"
+                    f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
+                    "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"
                 ) from exc
             raise DatabaseError(f"creating hashed index on {coll}.{field}: {exc}") from exc
         except PyMongoError as exc:

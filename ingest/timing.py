@@ -36,8 +36,8 @@ class StageRecord:
     started: dt.datetime = field(default_factory=utcnow)
     ended: dt.datetime | None = None
     seconds: float = 0.0
-    records_in: int = 0
-    records_out: int = 0
+    records_in: int | None = 0
+    records_out: int | None = 0
     bytes: int = 0
     records_per_s: float | None = None
     peak_rss_mb: float | None = None
@@ -51,7 +51,7 @@ class StageRecord:
         if seconds is None:
             seconds = (self.ended - self.started).total_seconds()
         self.seconds = round(seconds, 6)
-        base = self.records_out or self.records_in
+        base = max(self.records_in or 0, self.records_out or 0)
         self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
         self.peak_rss_mb = peak_rss_mb()
 

@@ -157,6 +157,8 @@ _QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
 _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
 _INT = re.compile(rb"\s*[-+]?\d+\s*")
+# the line after the best-scores table: blank (or white space) or a ">>>" line
+_ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>)")
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 _FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
@@ -275,30 +277,42 @@ class _Reader:
                 return line[:-1] if line.endswith(b"\r") else line
             start += self.pos
 
-    def read_rows(self) -> list[tuple[bytes, int]]:
+    def read_rows(self) -> tuple[list[bytes], int]:
         """Consecutive non-blank lines not starting with ``>>>`` (best-scores table
-        rows) with their line numbers; the line that ends them is not consumed."""
-        rows: list[tuple[bytes, int]] = []
-        append = rows.append
+        rows) and the line number of the first; the line that ends them is not
+        consumed."""
+        rows: list[bytes] = []
+        first = self.line_no + 1
         while True:
-            buf, pos, ln = self.buf, self.pos, self.line_no
+            buf, pos = self.buf, self.pos
+            last = buf.rfind(b"\n", pos)  # rows are taken only as complete lines
+            if last < 0:
+                if len(buf) - pos > MAX_LINE:
+                    raise self.error(f"line longer than {MAX_LINE} bytes")
+                if not self._fill():
+                    return rows, first  # a last line without line end is left to readline
+                continue
             e = buf.find(b"\n", pos)
-            while e >= 0:
-                if e - pos > MAX_LINE:
-                    raise self.error(f"line longer than {MAX_LINE} bytes", ln + 1)
-                line = buf[pos:e]
-                if line.endswith(b"\r"):
-                    line = line[:-1]
-                if not line or line.isspace() or line.startswith(b">>>"):
-                    self.pos, self.line_no = pos, ln
-                    return rows
-                ln += 1
-                append((line, ln))
-                pos = e + 1
-                e = buf.find(b"\n", pos)
-            self.pos, self.line_no = pos, ln
-            if not self._fill():
-                return rows  # a last line without line end is left to readline
+            if e - pos > MAX_LINE:
+                raise self.error(f"line longer than {MAX_LINE} bytes")
+            line = buf[pos:e]
+            if not line.strip() or line.startswith(b">>>"):
+                return rows, first
+            m = _ROW_END.search(buf, e, last + 1)
+            end = last if m is None else m.start()
+            seg = buf[pos:end]
+            lines = seg.split(b"\n")
+            if len(seg) > MAX_LINE:
+                for i, line in enumerate(lines):
+                    if len(line) > MAX_LINE:
+                        raise self.error(f"line longer than {MAX_LINE} bytes", self.line_no + 1 + i)
+            if b"\r" in seg:
+                lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+            rows += lines
+            self.pos = end + 1
+            self.line_no += len(lines)
+            if m is not None or not self._fill():
+                return rows, first
 
     def peek(self, n: int) -> bytes:
         """Up to ``n`` bytes at the current position, without consuming them."""
@@ -499,7 +513,8 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if q.searched_strand is None:
             raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
     table_cols: list[str] | None = None
-    table_rows: list[tuple[bytes, int]] = []
+    table_rows: list[bytes] = []
+    row1 = 0  # line number of table_rows[0]
     params: dict | None = None
 
     # ---- header of the query: library, statistics, best-scores table, summary line
@@ -508,7 +523,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line is None:
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
-            _finish(r, q, run, unit, table_cols, table_rows, [], warn)
+            _finish(r, q, run, unit, table_cols, table_rows, row1, [], warn)
             return q
         if line.startswith(b">>>///"):
             raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
@@ -530,7 +545,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             table_cols = line[20:].decode("latin-1").split()
             if not table_cols:
                 raise r.error("best-scores table without column names", r.line_no)
-            table_rows = r.read_rows()
+            table_rows, row1 = r.read_rows()
         elif line.startswith(b"Library:"):
             lib = line[8:].strip()
             rm = _RESIDUES.search(lib)
@@ -571,22 +586,22 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     hits: list[Hit] = []
     ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
     ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences)
+    slow_next = False  # the hit at r.pos goes to the checking path
     while True:
         buf, pos = r.buf, r.pos
         if len(buf) - pos < LOOKAHEAD and not r.eof:
             r._fill()
             buf, pos = r.buf, r.pos
         if buf.startswith(b">>", pos) and not buf.startswith(b">>>", pos):
-            # fast path: a hit in the usual layout, parsed in the read buffer; taken
-            # only if the hit ends inside the buffer (at the next ">>" line)
-            hit = _fast_hit(buf, pos, ctx, len(hits) + 1, source, r.line_no + 1, warn) if _FAST_PATH else None
-            if hit is not None:
-                hit, end, hit_id_b = hit
-                hits.append(hit)
-                ids.append(hit_id_b)
-                r.line_no += buf.count(b"\n", pos, end)
-                r.pos = end
-                continue
+            # fast path: hits in the usual layout, parsed in the read buffer while
+            # LOOKAHEAD bytes remain after them (at least one, if it ends in the buffer)
+            if _FAST_PATH and not slow_next:
+                end, slow_next = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - LOOKAHEAD, ctx, hits, ids)
+                if end > pos:
+                    r.line_no += buf.count(b"\n", pos, end)
+                    r.pos = end
+                    continue
+            slow_next = False
             block, first = r.read_block()
             hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
             hits.append(hit)
@@ -600,7 +615,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if not line.strip():
             continue
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
-    _finish(r, q, run, unit, table_cols, table_rows, hits, warn, ids)
+    _finish(r, q, run, unit, table_cols, table_rows, row1, hits, warn, ids)
     return q
 
 
@@ -622,39 +637,41 @@ _TRANSLATED_SIDE = {
 }
 
 
-def _finish(r, q: Query, run: _Run, unit: bytes, table_cols, table_rows, hits: list[Hit], warn, ids=()) -> None:
+def _finish(r, q: Query, run: _Run, unit: bytes, table_cols, rows: list[bytes], row1: int, hits: list[Hit], warn,
+            ids=()) -> None:
+    """Complete ``q``: its types and its hits, with the best-scores table ``rows``
+    (``row1``: line number of the first) checked against the aligned ``hits`` (whose
+    ids as bytes are ``ids``) and its other rows added as table-only hits."""
     qtype, ltype = _types(q.program, unit)
     q.query_type, q.library_type = qtype, ltype
-    if table_rows:
+    if rows:
         n_al = len(hits)
-        if n_al > len(table_rows):
+        if n_al > len(rows):
             raise r.error(
-                f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(table_rows)} rows",
-                table_rows[-1][1],
+                f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(rows)} rows",
+                row1 + len(rows) - 1,
             )
         # rows of aligned hits only have to name the same sequence (the alignment
         # carries all their values); the other rows become table-only hits
-        for i in range(n_al):
-            raw, ln = table_rows[i]
-            sp = raw.find(b" ")
-            row_id = raw[:sp] if sp >= 0 else raw
-            hit_id = ids[i]
-            if not row_id or (row_id not in hit_id and hit_id not in row_id):
-                raise r.error(
-                    f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
-                    f"but row {i + 1} of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
-                    ln,
-                )
+        row_ids = [raw.partition(b" ")[0] for raw in rows[:n_al]]
+        if row_ids != ids:
+            for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
+                if not row_id or (row_id not in hit_id and hit_id not in row_id):
+                    raise r.error(
+                        f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
+                        f"but row {i + 1} of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
+                        row1 + i,
+                    )
         if "E2()" in table_cols:  # -z 21..26: the second E() is only in the table
             for i in range(n_al):
                 x = hits[i].hsps[0]
                 if x.evalue2 is None:
-                    x.evalue2 = _parse_row(*table_rows[i], table_cols, r.source, warn).hsps[0].evalue2
-        for raw, ln in table_rows[n_al:]:
-            hits.append(_parse_row(raw, ln, table_cols, r.source, warn))
-    for i, hit in enumerate(hits, 1):
-        hit.rank = i
-    q.hits = hits
+                    x.evalue2 = _parse_row(rows[i], row1 + i, table_cols, r.source, warn).hsps[0].evalue2
+        for i in range(n_al, len(rows)):
+            hit = _parse_row(rows[i], row1 + i, table_cols, r.source, warn)
+            hit.rank = i + 1
+            hits.append(hit)
+    q.hits = hits  # ranks: aligned hits get theirs when parsed
 
 
 def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit:
@@ -708,12 +725,13 @@ def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit
 
 
 class _HitContext:
-    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "layout")
+    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok")
 
     def __init__(self, query_id, q_dna, h_dna, translated, sequences):
         self.query_id = query_id
         self.query_id_b = query_id.encode("utf-8", "replace")
-        self.layout: re.Pattern | None = None
+        self.pattern: re.Pattern | None = None  # fast path: the layout of the last hit
+        self.qname_ok: bytes | None = None  # fast path: the query side's name, checked
         self.q_dna = q_dna
         self.h_dna = h_dna
         self.translated = translated  # None, "q" or "h"
@@ -731,33 +749,6 @@ def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | N
         return None
     desc = id_desc[1].strip() if len(id_desc) > 1 else None
     return Hit(hit_id=id_desc[0], rank=rank, hit_description=desc or None)
-
-
-def _fast_hit(buf: bytes, pos: int, ctx: _HitContext, rank: int, source: str, line_no: int, warn):
-    """(Hit, offset after it) for the hit at ``buf[pos]`` (its ``>>`` line), or None."""
-    nl = buf.find(b"\n", pos)
-    if nl < 0:
-        return None
-    hit = _new_hit(buf[pos + 2 : nl], rank, source, line_no, warn)
-    if hit is None:
-        return None
-    hit_id = hit.hit_id.encode("utf-8", "replace")
-    p = nl + 1
-    while True:
-        res = _fast_hsp(buf, p, ctx, hit_id)
-        if res is None:
-            return None
-        hit.hsps.append(res[0])
-        if hit.hit_length is None:
-            hit.hit_length = res[1]
-        p = res[2]
-        if p - pos > MAX_LINE:  # let read_block check the length of its lines
-            return None
-        if buf.startswith(b">>", p):
-            return hit, p, hit_id
-        if not buf.startswith(b">--\n", p):
-            return None
-        p += 4
 
 
 def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: str, warn) -> Hit:
@@ -794,6 +785,15 @@ def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: st
     return hit
 
 
+# --------------------------------------------------------------------------- fast path
+#
+# A hit in the usual layout is matched by ONE regular expression per layout (the
+# exact set of score-line keys a program prints; a file repeats one or two), from its
+# ">>" line to the ">" line after it.  Every value pattern is a strict subset of what
+# the checking path (_parse_hit) accepts, and sequence lines may not start with ";" or
+# ">", so whatever this regex matches, the checking path reads the same way; whatever
+# it does not match (and every damaged hit) goes to the checking path.
+
 _SCORES = (
     rb"(?:; [a-z]+_frame: *([^\n]*)\n)?"
     rb"(?:; [a-z]+_initn: *(-?\d+)\n)?"
@@ -807,170 +807,225 @@ _SCORES = (
     rb"(?:; [a-z]+_sim: *([^\n]+)\n)?"
     rb"(?:; [a-z]+_overlap: *(\d+)\n)?"
 )
-_SIDE_KV = (
-    rb">([^\n]*)\n; sq_len: *(\d+)\n; sq_offset: *-?\d+\n; sq_type: *\w\n"
+_SIDE_KV = (  # the name's first word (split(None, 1)[0] of a name without leading space)
+    rb">([^\s]+)(?:[^\S\n][^\n]*)?\n; sq_len: *(\d+)\n; sq_offset: *-?\d+\n; sq_type: *\w\n"
     rb"; al_start: *(-?\d+)\n; al_stop: *(-?\d+)\n; al_display_start: *(-?\d+)\n"
 )
-# the score lines and the query side's header lines of an alignment in the usual
-# layout, and the library side's header lines; anything else goes to _parse_hsp
+# sequence (or consensus) lines: none starts with ";" or ">" (possessive: no backtracking)
+_SEQ_LINES = rb"((?:[^\n;>][^\n]*+\n)*+)"
+# the score lines of an alignment in any order-compatible subset, then the query
+# side's header lines: used only to learn the layout of a file's alignments
 _HEAD_FAST = re.compile(_SCORES + _SIDE_KV)
 _FRAMES = {b"f": "f", b"r": "r"}
-_SIDE_FAST = re.compile(_SIDE_KV)
 
-# _HEAD_FAST's score groups, in order: the key suffix and the value pattern
+_INT_V = rb"(-?\d+)"
+_FLOAT_V = rb"([-+.eE0-9]+)"  # with float(): exactly what _FLOAT accepts, unpadded
+# _HEAD_FAST's score groups, in order: the key suffix and the strict value pattern
 _SCORE_SLOTS = (
     (b"frame", rb"([^\n]*)"),
-    (b"initn", rb"(-?\d+)"),
-    (b"init1", rb"(-?\d+)"),
-    (b"opt", rb"(-?\d+)"),
-    (b"z-score", rb"([^\n]+)"),
-    (b"bits", rb"([^\n]+)"),
-    (b"expect", rb"([^\n]+)"),
-    (b"score", rb"(-?\d+)"),
-    (b"ident", rb"([^\n]+)"),
-    (b"sim", rb"([^\n]+)"),
+    (b"initn", _INT_V),
+    (b"init1", _INT_V),
+    (b"opt", _INT_V),
+    (b"z-score", _FLOAT_V),
+    (b"bits", _FLOAT_V),
+    (b"expect", _FLOAT_V),
+    (b"score", _INT_V),
+    (b"ident", _FLOAT_V),
+    (b"sim", _FLOAT_V),
     (b"overlap", rb"(\d+)"),
 )
 _SCORE_KEYS = re.compile(rb"^; ([a-z]+_)((?:s-w |n-w )?)([^:\n]+):", re.M)
+# after the score lines: query side, library side, optional consensus, blank lines,
+# and the next ">" line (">>" next hit, ">>><<<", or ">--" alternate alignment)
+_HSP_TAIL = (
+    _SIDE_KV + _SEQ_LINES + _SIDE_KV + _SEQ_LINES + rb"(?:; al_cons:\n" + _SEQ_LINES + rb")?\n*+(?=>)"
+)
 _LAYOUTS: dict[bytes, re.Pattern] = {}
 
 
-def _layout(score_lines: bytes) -> re.Pattern | None:
-    """A regex equivalent to _HEAD_FAST for one exact set of score-line keys (a file
-    repeats one layout; literal keys match several times faster than the optional
-    groups of _HEAD_FAST).  It has the same groups; absent keys give None."""
-    keys = _SCORE_KEYS.findall(score_lines)
+def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
+    """The regex for the alignment at ``buf[p]`` (its ``>>``/``>--`` line): learned
+    from its score-line keys, which are matched literally (several times faster than
+    the optional groups of _HEAD_FAST).  Groups: 1 the ``>>`` line (None for ``>--``),
+    2-12 the scores of _SCORE_SLOTS (None when absent), 13-17 and 19-23 name, sq_len,
+    al_start, al_stop, al_display_start of each side, 18 and 24 their sequence lines,
+    25 the consensus lines (None when absent).  None if the alignment is unusual."""
+    nl = buf.find(b"\n", p)
+    if nl < 0:
+        return None
+    m = _HEAD_FAST.match(buf, nl + 1)
+    if m is None:
+        return None
+    keys = _SCORE_KEYS.findall(buf, nl + 1, m.start(12))
     sig = b"|".join(b"".join(k) for k in keys)
     pat = _LAYOUTS.get(sig)
     if pat is None and len(_LAYOUTS) < 64:
-        by_slot = {}
-        for prefix, sw, suffix in keys:
-            by_slot[suffix] = re.escape(b"; " + prefix + sw + suffix + b":") + b" *"
-        parts = []
-        for suffix, value in _SCORE_SLOTS:
-            parts.append(by_slot[suffix] + value + b"\n" if suffix in by_slot else b"(?:(\x00))?")
-        pat = _LAYOUTS[sig] = re.compile(b"".join(parts) + _SIDE_KV)
+        by_slot = {suffix: re.escape(b"; " + prefix + sw + suffix + b":") + rb" *" for prefix, sw, suffix in keys}
+        parts = [by_slot[s] + v + b"\n" if s in by_slot else rb"(?:(\x00))?" for s, v in _SCORE_SLOTS]
+        pat = _LAYOUTS[sig] = re.compile(rb"(?:>>([^\n]*+)|>--)\n" + b"".join(parts) + _HSP_TAIL)
     return pat
 
 
-def _fast_hsp(buf: bytes, p: int, ctx: _HitContext, hit_id: bytes):
-    """Parse the alignment whose score lines start at ``buf[p]``, if it has the usual
-    layout and ends (at a ``>`` line) inside ``buf``.
+def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit], ids: list[bytes]):
+    """Parse hits in the usual layout in the read buffer, from the ``>>`` line at
+    ``buf[pos]``, while they start before ``stop`` and end (at the next ``>>`` line)
+    inside ``buf``; append them to ``hits`` and their ids (bytes) to ``ids``.
 
-    Returns (Hsp, library sequence length, offset of the next ``>`` line), or None to
-    send the alignment to the checking path (_parse_hsp).  The sequence lines are
-    delimited with ``bytes.find`` rather than matched, which keeps this fast."""
-    m = ctx.layout.match(buf, p) if ctx.layout is not None else None
-    if m is None:
-        m = _HEAD_FAST.match(buf, p)
+    Returns (offset after the last hit parsed, True if the hit there must go to the
+    checking path).  Never raises on bad input: anything it does not fully recognise
+    is left to the checking path, which reports the precise line."""
+    pat = ctx.pattern
+    sequences = ctx.sequences
+    q_plus = "+" if ctx.q_dna else None
+    h_plus = "+" if ctx.h_dna else None
+    translated = ctx.translated
+    query_id_b = ctx.query_id_b
+    qname_ok = ctx.qname_ok
+    frames = _FRAMES
+    append_hit = hits.append
+    append_id = ids.append
+    rank = len(hits)
+    done = p = pos
+    hit = hsps = hit_id_b = None
+    slow = True
+    while True:
+        m = pat.match(buf, p) if pat is not None else None
         if m is None:
-            return None
-        ctx.layout = _layout(buf[p : m.start(12)])
-    (frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
-     qname, _qlen, q0, q1, qds) = m.groups()
-    a = m.end()  # query sequence lines
-    b = buf.find(b"\n>", a - 1)
-    if b < 0 or buf.find(b"\n;", a - 1, b) >= 0:
-        return None
-    b += 1  # the library side's ">NAME .." line
-    m = _SIDE_FAST.match(buf, b)
-    if m is None:
-        return None
-    hname, hlen, h0, h1, hds = m.groups()
-    c = m.end()  # library sequence lines
-    d = buf.find(b"\n>", c - 1)
-    if d < 0:
-        return None
-    d += 1  # next ">" line: ">>" next hit, ">>><<<" or ">--"
-    e = buf.find(b"\n;", c - 1, d)
-    if e >= 0:
-        e += 1
-        if not buf.startswith(b"; al_cons:\n", e) or buf.find(b"\n;", e + 10, d) >= 0:
-            return None
-    t = buf.find(b"\n\n", c if e < 0 else e, d)  # only blank lines may follow
-    if t >= 0 and buf[t:d].strip():
-        return None
-    qn = qname.partition(b" ")[0]
-    hn = hname.partition(b" ")[0]
-    if not qn or not hn or qn not in ctx.query_id_b or hn not in hit_id:
-        return None
-    try:
-        opt = None if opt is None else int(opt)
-        vals = (
-            opt if score is None else int(score),
-            opt,
-            None if initn is None else int(initn),
-            None if init1 is None else int(init1),
-            None if z is None else float(z),
-            None if bits is None else float(bits),
-            None if ev is None else float(ev),
-            None,  # evalue2
-            None if ident is None else float(ident),
-            None if sim is None else float(sim),
-            None if overlap is None else int(overlap),
-            None if frame is None else _FRAMES.get(frame) or frame.strip().decode("ascii"),
-        )
-    except (ValueError, UnicodeDecodeError):
-        return None
-    q0 = int(q0)
-    q1 = int(q1)
-    h0 = int(h0)
-    h1 = int(h1)
-    if q0 <= q1:
-        qs, qe, qstrand = q0, q1, "+" if ctx.q_dna else None
-    elif ctx.q_dna:
-        qs, qe, qstrand = q1, q0, "-"
-    else:
-        return None
-    if h0 <= h1:
-        hs, he, hstrand = h0, h1, "+" if ctx.h_dna else None
-    elif ctx.h_dna:
-        hs, he, hstrand = h1, h0, "-"
-    else:
-        return None
-    qseq = hseq = cons = None
-    if ctx.sequences:
-        qdisp = buf[a:b].replace(b"\n", b"")
-        hdisp = buf[c : e if e >= 0 else d].replace(b"\n", b"")
-        if ctx.translated is None:
-            qctx = q0 - int(qds) if q0 <= q1 else int(qds) - q0
-            hctx = h0 - int(hds) if h0 <= h1 else int(hds) - h0
-            if qctx < 0 or hctx < 0:
-                return None
-            c0 = qctx if qctx > hctx else hctx
-            nq = qe - qs + 1
-            c1 = c0 + nq
-            if qdisp.count(b"-", c0, c1):
-                c1 = _end_col(qdisp, c0, nq)
-            nh = he - hs + 1
-            if c1 - c0 - hdisp.count(b"-", c0, c1) != nh:  # e.g. global: trailing gaps
-                c2 = _end_col(hdisp, c0, nh)
-                if c2 > c1:
-                    c1 = c2
+            pat = _learn_layout(buf, p)
+            if pat is None:
+                break
+            m = pat.match(buf, p)
+            if m is None:
+                break
+        (hline, frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
+         qname, _qlen, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons) = m.groups()
+        if hline is not None:
+            if hit is not None:
+                break
+            try:
+                text = hline.decode("utf-8")
+            except UnicodeDecodeError:
+                break  # the checking path replaces and warns
+            id_desc = text.split(None, 1)
+            if not id_desc:
+                break
+            hit_id_b = id_desc[0].encode("utf-8")
+            desc = (id_desc[1].strip() or None) if len(id_desc) > 1 else None
+            hsps = []
+            hit = Hit(id_desc[0], rank + 1, desc, int(hlen), True, hsps)
+        elif hit is None:
+            break
+        # FASTA cuts names in the alignment and drops a leading "gi|NNN|"
+        if qname != qname_ok:
+            if qname not in query_id_b:
+                break
+            qname_ok = qname
+        if hname not in hit_id_b:
+            break
+        q0 = int(q0)
+        q1 = int(q1)
+        h0 = int(h0)
+        h1 = int(h1)
+        if q0 <= q1:
+            qs, qe, qstrand = q0, q1, q_plus
+        elif q_plus:
+            qs, qe, qstrand = q1, q0, "-"
         else:
-            if ctx.translated == "q":
-                ref, r0, r1, ds = hdisp, h0, h1, int(hds)
+            break
+        if h0 <= h1:
+            hs, he, hstrand = h0, h1, h_plus
+        elif h_plus:
+            hs, he, hstrand = h1, h0, "-"
+        else:
+            break
+        qseq = hseq = consensus = None
+        if sequences:
+            qdisp = qsq.replace(b"\n", b"")
+            hdisp = hsq.replace(b"\n", b"")
+            # the aligned columns: see _parse_hsp
+            if translated is None:
+                qctx = q0 - int(qds) if q0 <= q1 else int(qds) - q0
+                hctx = h0 - int(hds) if h0 <= h1 else int(hds) - h0
+                if qctx < 0 or hctx < 0:
+                    break
+                c0 = qctx if qctx > hctx else hctx
+                # usually the overlap is the number of columns: then c0 + overlap is
+                # the column after the last residue of one side (as _end_col finds)
+                nq = qe - qs + 1
+                nh = he - hs + 1
+                ov = 0 if overlap is None else int(overlap)
+                c1 = c0 + ov
+                if not (
+                    ov
+                    and c1 <= len(qdisp)
+                    and c1 <= len(hdisp)
+                    and qdisp.count(b"-", c0, c1) == ov - nq
+                    and hdisp.count(b"-", c0, c1) == ov - nh
+                    and (qdisp[c1 - 1] != 45 or hdisp[c1 - 1] != 45)  # 45: "-"
+                ):
+                    c1 = _end_col(qdisp, c0, nq)
+                    c2 = _end_col(hdisp, c0, nh)
+                    if c2 > c1:
+                        c1 = c2
             else:
-                ref, r0, r1, ds = qdisp, q0, q1, int(qds)
-            rctx = r0 - ds if r0 <= r1 else ds - r0
-            if rctx < 0:
-                return None
-            c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
-            c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
-        if c1 > len(qdisp) or c1 > len(hdisp):
-            return None
+                if translated == "q":
+                    ref, r0, r1, ds = hdisp, h0, h1, int(hds)
+                else:
+                    ref, r0, r1, ds = qdisp, q0, q1, int(qds)
+                rctx = r0 - ds if r0 <= r1 else ds - r0
+                if rctx < 0:
+                    break
+                c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
+                c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
+            if c1 > len(qdisp) or c1 > len(hdisp):
+                break
+            try:
+                qseq = qdisp[c0:c1].decode("ascii")
+                hseq = hdisp[c0:c1].decode("ascii")
+            except UnicodeDecodeError:
+                break
+            if cons is not None:
+                cb = cons.replace(b"\n", b"")[c0:c1]
+                if len(cb) < c1 - c0:
+                    cb = cb.ljust(c1 - c0)
+                consensus = cb.decode("ascii", errors="replace")
         try:
-            qseq = qdisp[c0:c1].decode("ascii")
-            hseq = hdisp[c0:c1].decode("ascii")
-        except UnicodeDecodeError:
-            return None
-        if e >= 0:
-            cb = buf[e + 11 : d].replace(b"\n", b"")[c0:c1]
-            if len(cb) < c1 - c0:
-                cb = cb.ljust(c1 - c0)
-            cons = cb.decode("ascii", errors="replace")
-    hsp = Hsp(*vals, qs, qe, hs, he, qstrand, hstrand, qseq, hseq, cons)
-    return hsp, int(hlen), d
+            opt = None if opt is None else int(opt)
+            hsps.append(
+                Hsp(
+                    opt if score is None else int(score),
+                    opt,
+                    None if initn is None else int(initn),
+                    None if init1 is None else int(init1),
+                    None if z is None else float(z),
+                    None if bits is None else float(bits),
+                    None if ev is None else float(ev),
+                    None,  # evalue2: only in the best-scores table
+                    None if ident is None else float(ident),
+                    None if sim is None else float(sim),
+                    None if overlap is None else int(overlap),
+                    None if frame is None else frames.get(frame) or frame.strip().decode("ascii"),
+                    qs, qe, hs, he, qstrand, hstrand, qseq, hseq, consensus,
+                )
+            )
+        except (ValueError, UnicodeDecodeError):
+            break
+        p = m.end()  # the next ">" line
+        if buf.startswith(b">--\n", p):
+            continue
+        if not buf.startswith(b">>", p) or p - done > MAX_LINE:
+            break  # unusual; or let read_block check the length of its lines
+        append_hit(hit)
+        append_id(hit_id_b)
+        rank += 1
+        hit = None
+        done = p
+        if p >= stop or buf.startswith(b">>>", p):
+            slow = False
+            break
+    ctx.pattern = pat
+    ctx.qname_ok = qname_ok
+    return done, slow
 
 
 def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
