@@ -80,3 +80,19 @@ def test_fatal_error_exits_1(tmp_path):
                          check_json=False)
     assert proc.returncode == 1
     assert "cannot reach MongoDB" in proc.stderr
+
+
+def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_client, dbname, tmp_path):
+    db = mongo_client[dbname]
+    db.searches.insert_one({"_id": "s:1", "query_id": "q1", "query_length": 100, "program": "ssearch36",
+                            "n_hits": 1, "source": {"path": "x.m10", "sha256": "0" * 64}})
+    db.hits.insert_one({"_id": "s:1:1", "search_id": "s:1", "query_id": "q1", "hit_id": "h1", "rank": 1,
+                        "aligned": True, "hsps": [{"score": 50, "evalue": 0.1, "identity": 1.7,
+                                                   "similarity": 0.9, "query_start": 1, "query_end": 40,
+                                                   "hit_start": 3, "hit_end": 42}]})
+    proc, data = sci_ingest("validate", "--json", "--mongo-uri", mongo_uri, "--db", dbname,
+                            env_extra={"SCI_INGEST_HOME": str(tmp_path / "state")})
+    assert proc.returncode == 1, proc.stderr
+    assert data["status"] == "failed"
+    assert "hsps.identity" in data["error"] and "1.7" in data["error"]
+    assert db.validation_runs.count_documents({"run_id": data["run_id"]}) > 0
