@@ -356,18 +356,16 @@ class Loader:
     # ----------------------------------------------------------------- ledger
     def _record(self, path: Path, outcome: FileOutcome, mtime: float | None) -> None:
         total = outcome.parse_seconds + outcome.load_seconds
+        written = outcome.inserted + outcome.updated
         for stage, seconds, n_in, n_out in (
-            ("parse", outcome.parse_seconds, outcome.size, outcome.documents),
-            ("load", outcome.load_seconds, outcome.documents, outcome.inserted + outcome.updated),
+            ("parse", outcome.parse_seconds, outcome.documents, outcome.documents),
+            ("load", outcome.load_seconds, outcome.documents, written),
         ):
             rec = self.timings.new(stage, file=outcome.path)
-            rec.records_in, rec.records_out = n_in, n_out
-            rec.bytes = outcome.size
+            rec.records_in, rec.records_out, rec.bytes = n_in, n_out, outcome.size
             rec.status = "ok" if outcome.status == "loaded" else outcome.status
             rec.error = outcome.reason if outcome.status == "failed" else None
             rec.finish(seconds)
-            if stage == "parse":
-                rec.records_in = outcome.documents  # documents parsed; bytes carries the input size
             self.timings.add(rec)
         self.ledger.put(
             path,

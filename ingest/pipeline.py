@@ -11,7 +11,7 @@ import datetime as dt
 import sys
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -183,22 +183,19 @@ def stage_analyze(conn: Connection, timings: Timings, settings: Settings, stages
 
     results = []
     names = list(stages or ANALYSIS_STAGES)
-    client_cm = dask_client(settings.dask_scheduler)
-    with timings.stage("analyze.cluster") as rec:  # start (or reach) the cluster, warm its workers
-        client = client_cm.__enter__()
-        rec.records_in = rec.records_out = None
-        rec.detail = {"scheduler": settings.dask_scheduler or "LocalCluster", "workers": warm_up(client)}
-    try:
+    with ExitStack() as stack:
+        with timings.stage("analyze.cluster") as rec:  # start (or reach) the cluster, warm its workers
+            client = stack.enter_context(dask_client(settings.dask_scheduler))
+            rec.records_in = rec.records_out = None
+            rec.detail = {"scheduler": settings.dask_scheduler or "LocalCluster", "workers": warm_up(client)}
         for name in names:
             with timings.stage(f"analyze.{name}") as rec:
                 (result,) = analyze(conn.uri, settings.db_name, timings.run_id, settings.out_dir,
-                                    scheduler_address=settings.dask_scheduler, stages=[name], client=client)
+                                    stages=[name], client=client)
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
-                              "parquet": str(result.parquet_path)}
+                              "parquet": str(result.parquet_path), "excluded": result.excluded}
                 results.append(result)
-    finally:
-        client_cm.__exit__(None, None, None)
     return results
 
 
