@@ -77,6 +77,10 @@ MATERIALS_COLUMNS = (
     ("formation_energy_per_atom", "formation_energy_per_atom", "float64"),
     ("band_gap", "band_gap", "float64"),
 )
+#: The ``materials`` collection also keeps documents *about* materials (pymatgen
+#: entries, XAS spectra, phonon documents; see ingest.parsers.materials): they
+#: share their material's ``material_id`` and would count it twice.
+MATERIALS_ONLY = {"_ingest.type": {"$nin": ["entry", "xas", "phonon"]}}
 MATERIALS_PROJECTION = {"elements": 1, "formation_energy_per_atom": 1, "band_gap": 1}
 
 #: Default partitioning: 2 partitions per Dask thread so every worker has work,
@@ -332,7 +336,7 @@ def _run_oxides(client, uri: str, db_name: str, n: int | None):
         n = default_partitions(sum(client.nthreads().values()), count)
     specs = []
     if count:
-        specs = plan_partitions(uri, db_name, "materials", n, key="_id",
+        specs = plan_partitions(uri, db_name, "materials", n, query=MATERIALS_ONLY, key="_id",
                                 projection=MATERIALS_PROJECTION, columns=MATERIALS_COLUMNS)
     if not specs:
         frame = stages.oxide_combine([])

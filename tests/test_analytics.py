@@ -450,3 +450,21 @@ def test_default_partitions_spread_small_and_bound_large_collections():
     big = 50_000_000
     n = default_partitions(2, big)
     assert n * MAX_ROWS_PER_PARTITION >= big and n == -(-big // MAX_ROWS_PER_PARTITION)
+
+
+def test_oxides_count_materials_not_documents_about_them(mongo_uri, db, dclient, tmp_path):
+    """An entry or spectrum stored beside its material (same material_id) is not a second material."""
+    db.materials.insert_many([
+        {"_id": "mp-1", "material_id": "mp-1", "elements": ["Mg", "O"], "formation_energy_per_atom": -3.1,
+         "band_gap": 4.5, "_ingest": {"type": "summary"}},
+        {"_id": "entry:mp-1-GGA", "material_id": "mp-1", "elements": ["Mg", "O"],
+         "formation_energy_per_atom": -3.0, "_ingest": {"type": "entry"}},
+        {"_id": "xas:mp-1-K", "material_id": "mp-1", "elements": ["Mg", "O"], "_ingest": {"type": "xas"}},
+        {"_id": "mp-2", "material_id": "mp-2", "elements": ["Zn", "O"], "formation_energy_per_atom": -1.8,
+         "band_gap": 3.3},  # no _ingest: loaded by other means, still a material
+    ])
+    (result,) = analyze(mongo_uri, db.name, "r", tmp_path, stages=["oxide_formation_energy"], client=dclient)
+    rows = {d["_id"]: d for d in db.oxide_formation_energy.find()}
+    assert result.records_in == 2
+    assert rows[-3]["count"] == 1 and rows[-3]["mean_band_gap"] == 4.5
+    assert rows[-1]["count"] == 1 and rows[-1]["mean_band_gap"] == 3.3
