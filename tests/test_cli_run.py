@@ -96,3 +96,26 @@ def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_c
     assert data["status"] == "failed"
     assert "hsps.identity" in data["error"] and "1.7" in data["error"]
     assert db.validation_runs.count_documents({"run_id": data["run_id"]}) > 0
+
+
+def test_server_subcommand_shares_one_embedded_server(tmp_path):
+    env = {"SCI_INGEST_HOME": str(tmp_path / "state"), "MONGODB_URI": ""}
+    proc, _ = sci_ingest("server", "status", env_extra=env, check_json=False)
+    assert proc.returncode == 3 and "not running" in proc.stdout
+    proc, _ = sci_ingest("server", "start", env_extra=env, check_json=False)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "SecantusDB started" in proc.stdout
+        uri = proc.stdout.split(", ")[1]
+        proc, _ = sci_ingest("server", "status", env_extra=env, check_json=False)
+        assert proc.returncode == 0 and uri in proc.stdout and "SecantusDB" in proc.stdout
+        # a command without a URI uses the running server instead of starting its own
+        proc, data = sci_ingest("load", "--json", str(tmp_path / "missing.m10"), env_extra=env)
+        assert proc.returncode == 2
+        assert data["server"]["uri"] == uri
+        assert "starting the embedded" not in proc.stderr
+    finally:
+        proc, _ = sci_ingest("server", "stop", env_extra=env, check_json=False)
+    assert proc.returncode == 0 and "stopped" in proc.stdout
+    proc, _ = sci_ingest("server", "status", env_extra=env, check_json=False)
+    assert proc.returncode == 3
