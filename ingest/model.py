@@ -19,6 +19,7 @@ in the module docstring of :mod:`ingest.parsers.pasta`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 __all__ = ["Hsp", "Hit", "Query"]
@@ -65,13 +66,14 @@ class Hsp:
     extra: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = _drop_none((name, getattr(self, name)) for name in _HSP_FIELDS)
+        d = {k: v for k, v in zip(_HSP_FIELDS, _hsp_values(self)) if v is not None}
         if self.extra is not None:
             d["extra"] = dict(self.extra)
         return d
 
 
 _HSP_FIELDS = tuple(f for f in Hsp.__slots__ if f != "extra")  # type: ignore[attr-defined]
+_hsp_values = attrgetter(*_HSP_FIELDS)  # all values in one C call (to_dict is hot)
 
 
 @dataclass(slots=True)
@@ -92,17 +94,13 @@ class Hit:
     hsps: list[Hsp] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = _drop_none(
-            (
-                ("hit_id", self.hit_id),
-                ("hit_description", self.hit_description),
-                ("hit_length", self.hit_length),
-                ("rank", self.rank),
-                ("aligned", self.aligned),
-            )
-        )
+        d = {k: v for k, v in zip(_HIT_FIELDS, _hit_values(self)) if v is not None}
         d["hsps"] = [h.to_dict() for h in self.hsps]
         return d
+
+
+_HIT_FIELDS = ("hit_id", "hit_description", "hit_length", "rank", "aligned")
+_hit_values = attrgetter(*_HIT_FIELDS)
 
 
 @dataclass(slots=True)
@@ -122,6 +120,7 @@ class Query:
     command: str | None = None
     statistics: str | None = None
     library: str | None = None
+    library_range: str | None = None
     library_sequences: int | None = None
     library_residues: int | None = None
     params: dict[str, Any] | None = None

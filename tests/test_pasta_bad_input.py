@@ -40,6 +40,13 @@ CASES = {
     "bad_number.m10": (49, "is not a number", []),
     # alignment 1 is OKBO2C but row 1 (line 20) of the best-scores table is GT8.7
     "table_mismatch.m10": (20, "best-scores table", []),
+    # real "ssearch36 -m 9c" output: -m 9c table, default (-m 0) alignments; the first
+    # hit (line 36, ">>GT8.7 ...") is followed by " s-w opt: 100  Z-score: ..."
+    "m9c_default_alignments.m10": (36, "not -m 10 alignments", []),
+    # real "ssearch36 -m 10 -m B" output (the last -m wins): line 33 is ">GT8.7 ..."
+    "m10_then_mB.m10": (33, "unexpected line in the header of query", []),
+    # -m 10 -m 9c with the first three table rows removed: row 1 (line 20) is "+-"
+    "m9c_plus_row_first.m10": (20, "starts with a '+-' row", []),
 }
 
 

@@ -50,6 +50,12 @@ BIO_PARSES = [
     "ssearch36_table_only.m10",
     "tfastx36.m10",
     "tfasty36.m10",
+    # more options (Biopython ignores the -m 9C/9B table columns and "+-" rows)
+    "ssearch36_dna_m9B.m10",
+    "ssearch36_full_seq.m10",
+    "ssearch36_m9C_alt.m10",
+    "ssearch36_range.m10",  # -M: our library name leaves out "(range: ...)", as Biopython's
+    "ssearch36_rna.m10",
 ]
 BIO_RAISES = [
     "fasta36_dna_ref.m10",
@@ -60,6 +66,8 @@ BIO_RAISES = [
     "ssearch36_dna_ref.m10",
     "ssearch36_dna_revcomp.m10",
     "ssearch36_titin_alt.m10",
+    "ssearch36_m9c.m10",  # "; al_code:" lines (-m 10 -m 9c)
+    "fasta36_rna_U.m10",  # -U: "(forward-only)" on the query line
 ]
 
 

@@ -30,6 +30,8 @@ NAMES = [
     "fastx36.m10",
     "tfasty36.m10",
     "concatenated_runs.m10",
+    "ssearch36_m9c.m10",
+    "ssearch36_m9C_alt.m10",
 ]
 DATA = {name: (SAMPLES / name).read_bytes() for name in NAMES}
 

@@ -57,7 +57,7 @@ def naive_scan(text: str) -> list[dict]:
             table = True
         elif table:
             if line.strip() and not line.startswith(">>>"):
-                q["rows"] += 1
+                q["rows"] += not line.startswith("+-")  # "+-": one more HSP of the row above
             else:
                 table = False
         elif line.startswith(">>") and not line.startswith(">>>"):

@@ -19,12 +19,14 @@ Entry point (registered as format ``"pasta"`` in :mod:`ingest.parsers`)::
   reported through ``warn("<source>:<line>: ...")``; that is not an error.
 * ``sequences=False`` skips the aligned sequences and the consensus line
   (``query_seq``, ``hit_seq``, ``consensus`` absent), which is faster.
-* Speed: the score and ``sq_*``/``al_*`` lines of an alignment in the usual layout are
-  read with one regular expression learned per layout, the sequence lines are
-  delimited with ``bytes.find`` and joined with ``bytes.replace`` - all in the read
-  buffer (``_fast_hit``).  Anything unusual (and every damaged alignment) goes through
-  the line-checking path (``_parse_hit``), which reports the precise line; the tests
-  check that both paths agree on every sample.
+* Speed: an alignment in the usual layout is read, from its ``>>`` line to the next
+  ``>`` line, by one regular expression per layout (the exact score-line keys a
+  program prints, matched literally; learned from the first alignment), in the read
+  buffer, one alignment after the other (``_fast_hits``).  Its value patterns accept
+  a subset of what the checking path accepts, so anything unusual (and every damaged
+  alignment) goes to the line-checking path (``_parse_hit``), which reports the precise
+  line; the tests check that both paths give the same result on every sample and on
+  thousands of damaged ones (``tests/test_pasta_fastpath.py``).
 * Limits (constant memory): a line may not exceed ``MAX_LINE`` (1 MiB), one hit block
   ``MAX_BLOCK`` (64 MiB); more than ``MAX_PREAMBLE`` lines between queries means the
   input is not a report.
@@ -40,6 +42,7 @@ Layout of a report (per query; lines not listed are ignored)::
     Algorithm: ...
     The best scores are:   s-w bits E(11)  <- table header: its columns name the scores
     ID DESCRIPTION...  ( 218)  100 30.6 0.00031   (one row per hit, [f]/[r] frame for DNA)
+    +-                 25 17.6 0.61 ...    <- (-m 9 family) one more alignment of the row above
     >>>ID, 209 aa vs lib.fa library        <- absent when no alignment is shown
     ; pg_name: ssearch36                   <- pg_* / mp_* lines -> Query.params
     >>HITID DESCRIPTION                    <- one block per aligned hit (table order)
@@ -47,9 +50,17 @@ Layout of a report (per query; lines not listed are ignored)::
     >QUERY ..  ; sq_len / al_start / al_stop / al_display_start, sequence lines
     >HIT ..    ; idem for the library sequence
     ; al_cons:                             <- consensus line(s)
+    ; al_code: =45-4=15                    <- (-m 10 -m 9c) the alignment, encoded
     >--                                    <- alternate alignment of the same hit (-E "x y")
     >>><<<                                 <- end of the query
     >>>///                                 <- end of the run
+
+With ``-m 10 -m 9c`` (also ``9``, ``9C``, ``9B``: two ``-m`` options; ``-m "10 9c"`` is
+plain ``-m 10``) the table header and rows go on after a tab with the ``-m 9``
+columns (``%_id %_sim sw alen an0 ax0 pn0 px0 an1 ax1 pn1 px1 gapq gapl fs``, then for
+9c/9C/9B the encoded alignment after a second tab), and ``+-`` rows list more
+alignments of the sequence of the row above.  Output that is not ``-m 10`` (``-m 9c``
+alone, ``-m 10 -m B``: the last ``-m`` wins) ends in a ParseError.
 
 Field table
 ===========
@@ -63,7 +74,9 @@ query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN a
 query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty)
 query_length        LEN of the ``  N>>>`` line
 query_type          ``"protein"``/``"dna"``: fastx/fasty query is DNA, tfastx/tfasty
-                    query is protein, otherwise the unit of the query line (aa/nt)
+                    query is protein, otherwise the unit of the query line (aa/nt;
+                    ``"dna"`` means nucleotides: an RNA query, ``-n``/``-U``, is "dna"
+                    too, its sequence shown with U)
 library_type        ``"protein"``/``"dna"``: type of the library sequences (same rule)
 searched_strand     ``"+"`` for ``(forward-only)`` (-3), ``"-"`` for ``(reverse complement)``
                     (-i) on the query line; absent when both strands were searched
@@ -75,7 +88,9 @@ version             ``; pg_ver:``, else the `` version ...`` banner line
 algorithm           the ``Algorithm:`` line
 command             the run's ``# ...`` header line (the command line)
 statistics          the ``Statistics:`` line (absent with ``-z -1``)
-library             ``Library:`` line
+library             ``Library:`` line (without the ``(range: ...)`` that ``-M`` adds)
+library_range       ``-M``: the ``(range: 200-250)`` of the ``Library:`` line, as
+                    printed (``"200-250"``, ``">220"``)
 library_sequences   ``R residues in S sequences`` -> S
 library_residues    ``R residues in S sequences`` -> R
 params              every ``; pg_*``/``; mp_*`` line: key as printed (``pg_open-ext``),
@@ -94,17 +109,19 @@ hit_id          first word of the ``>>`` line; for table-only hits the first wor
                 id may be cut)
 hit_description rest of the ``>>`` line (table row text for table-only hits)
 hit_length      ``; sq_len:`` of the library side (table ``(LEN)`` for table-only hits)
-rank            1-based position in the best-scores table (alignment order if no table)
+rank            1-based position in the best-scores table (alignment order if no table;
+                ``+-`` rows are not counted: they belong to the sequence above)
 aligned         False for hits only in the best-scores table (shown rows > ``-d``)
 hsps            the ``>>`` alignment and its ``>--`` alternates, in file order;
-                a table-only hit has one Hsp with the table's scores
+                a table-only hit has one Hsp with the table's scores (one per row:
+                its row and the ``+-`` rows after it)
 =============== ======================================================================
 
 A DNA search lists a library sequence once per strand/frame: each row is its own Hit.
 
 Hsp (``xx_`` is the program's prefix: ``sw_``, ``fa_``, ``bs_``, ``gnw_``, ``lsw_``,
 ``fx_``, ``fy_``, ``tfx_``, ``tfy_``; table-only hits take the same values from the
-table columns named in brackets)
+table columns named in brackets, and with ``-m 10 -m 9*`` also those in braces)
 
 =============== ======================================================================
 score           ``xx_score`` (raw score of the shown alignment); if the program prints
@@ -117,25 +134,31 @@ bits            ``xx_bits`` [``bits``]
 evalue          ``xx_expect`` [``E(N)``]
 evalue2         [``E2()``] (``-z 21`` and up: the best-shuffle E(), printed only in the
                 table; for an aligned hit it goes to its first Hsp)
-identity        ``xx_ident`` as a fraction 0..1
-similarity      ``xx_sim`` as a fraction 0..1
-overlap         ``xx_overlap`` (alignment length in columns)
+identity        ``xx_ident`` as a fraction 0..1 {``%_id``}
+similarity      ``xx_sim`` as a fraction 0..1 {``%_sim``}
+overlap         ``xx_overlap`` (alignment length in columns) {``alen``}
 frame           ``xx_frame`` (``f``/``r``, or a frame number) [``[f]``/``[r]``]
 query_start/end ``al_start``/``al_stop`` of the query side: 1-based inclusive, start<=end
-hit_start/end   same for the library side
+                {``an0``/``ax0``}
+hit_start/end   same for the library side {``an1``/``ax1``}
 query_strand    ``"+"``/``"-"`` for a DNA query (``-`` when al_start > al_stop), else absent
 hit_strand      same for a DNA library
 query_seq       the aligned query residues (gaps ``-``, frameshifts ``/``/``\``), with
                 the surrounding context FASTA displays cut away
 hit_seq         the same columns of the library sequence
 consensus       the ``al_cons`` characters of the same columns
-extra           any other ``xx_*`` line of the alignment, typed as for ``params``
+extra           any other ``xx_*`` line of the alignment, typed as for ``params``; with
+                ``-m 10 -m 9*``: ``sw``, ``gapq``, ``gapl``, ``fs`` (ints, from the table
+                row, for aligned hits too) and ``al_code``: the encoded alignment as
+                printed - ``; al_code:`` (9c), else the table's last column (9c: FASTA
+                code, 9C: CIGAR, 9B: BTOP)
 =============== ======================================================================
 """
 
 from __future__ import annotations
 
 import re
+from operator import methodcaller
 from typing import BinaryIO, Callable, Iterator
 
 from ingest.errors import ParseError
@@ -155,6 +178,7 @@ _FAST_PATH = True
 _QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?\s*$")
 _QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
 _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
+_LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
 _INT = re.compile(rb"\s*[-+]?\d+\s*")
 # the line after the best-scores table: blank (or white space) or a ">>>" line
@@ -512,9 +536,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
         if q.searched_strand is None:
             raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
-    table_cols: list[str] | None = None
-    table_rows: list[bytes] = []
-    row1 = 0  # line number of table_rows[0]
+    table: tuple | None = None  # (columns, -m 9 columns or None, rows, line of the first row)
     params: dict | None = None
 
     # ---- header of the query: library, statistics, best-scores table, summary line
@@ -523,7 +545,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line is None:
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
-            _finish(r, q, run, unit, table_cols, table_rows, row1, [], warn)
+            _finish(r, q, run, unit, table, [], warn)
             return q
         if line.startswith(b">>>///"):
             raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
@@ -542,16 +564,22 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line.startswith(b">") or line.startswith(b";"):
             raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
         if line.startswith(b"The best scores are:"):
-            table_cols = line[20:].decode("latin-1").split()
-            if not table_cols:
+            # "-m 10 -m 9c" (9, 9C, 9B): more columns after a tab
+            head, tab, head9 = line[20:].decode("latin-1").partition("\t")
+            cols = head.split()
+            if not cols:
                 raise r.error("best-scores table without column names", r.line_no)
-            table_rows, row1 = r.read_rows()
+            table = (cols, head9.split() if tab else None, *r.read_rows())
         elif line.startswith(b"Library:"):
             lib = line[8:].strip()
             rm = _RESIDUES.search(lib)
             if rm:
                 lib = lib[: rm.start()].strip()
                 q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
+            rg = _LIB_RANGE.search(lib)
+            if rg:
+                q.library_range = rg.group(1).decode("latin-1").strip() or None
+                lib = lib[: rg.start()]
             q.library = _decode(lib, "library name", source, r.line_no, warn) or None
         elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
             q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
@@ -596,9 +624,14 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             # fast path: hits in the usual layout, parsed in the read buffer while
             # LOOKAHEAD bytes remain after them (at least one, if it ends in the buffer)
             if _FAST_PATH and not slow_next:
-                end, slow_next = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - LOOKAHEAD, ctx, hits, ids)
+                n = len(hits)
+                end, slow_next, n_lines = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - LOOKAHEAD, ctx, hits, ids)
+                if end > pos and buf.find(b"\r", pos, end) >= 0:
+                    # the checking path reads CRLF line ends (and stray CRs) its own way
+                    del hits[n:], ids[n:]
+                    end, slow_next = pos, True
                 if end > pos:
-                    r.line_no += buf.count(b"\n", pos, end)
+                    r.line_no += n_lines
                     r.pos = end
                     continue
             slow_next = False
@@ -615,7 +648,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if not line.strip():
             continue
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
-    _finish(r, q, run, unit, table_cols, table_rows, row1, hits, warn, ids)
+    _finish(r, q, run, unit, table, hits, warn, ids)
     return q
 
 
@@ -637,14 +670,20 @@ _TRANSLATED_SIDE = {
 }
 
 
-def _finish(r, q: Query, run: _Run, unit: bytes, table_cols, rows: list[bytes], row1: int, hits: list[Hit], warn,
-            ids=()) -> None:
-    """Complete ``q``: its types and its hits, with the best-scores table ``rows``
-    (``row1``: line number of the first) checked against the aligned ``hits`` (whose
-    ids as bytes are ``ids``) and its other rows added as table-only hits."""
+def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list[Hit], warn, ids=()) -> None:
+    """Complete ``q``: its types and its hits, with the best-scores ``table`` (columns,
+    ``-m 9`` columns or None, rows, line number of the first row) checked against the
+    aligned ``hits`` (whose ids as bytes are ``ids``) and its other rows added as
+    table-only hits."""
     qtype, ltype = _types(q.program, unit)
     q.query_type, q.library_type = qtype, ltype
-    if rows:
+    if table is not None and table[2]:
+        cols, cols9, rows, row1 = table
+        e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
+        if cols9 is not None or any(map(_PLUS_ROW, rows)):
+            _finish_rows(r, q, cols, cols9, rows, row1, hits, ids, warn, e2)
+            q.hits = hits
+            return
         n_al = len(hits)
         if n_al > len(rows):
             raise r.error(
@@ -652,32 +691,100 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table_cols, rows: list[bytes], 
                 row1 + len(rows) - 1,
             )
         # rows of aligned hits only have to name the same sequence (the alignment
-        # carries all their values); the other rows become table-only hits
-        row_ids = [raw.partition(b" ")[0] for raw in rows[:n_al]]
-        if row_ids != ids:
-            for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
-                if not row_id or (row_id not in hit_id and hit_id not in row_id):
-                    raise r.error(
-                        f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
-                        f"but row {i + 1} of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
-                        row1 + i,
-                    )
-        if "E2()" in table_cols:  # -z 21..26: the second E() is only in the table
+        # carries all their values); the other rows become table-only hits.  Usually
+        # each row starts with its hit's id (ids have no spaces: then the row's first
+        # word contains the id, which _check_row_ids accepts)
+        if not all(map(bytes.startswith, rows[:n_al], ids)):
+            row_ids = [raw.partition(b" ")[0] for raw in rows[:n_al]]
+            _check_row_ids(r, q, hits, ids, row_ids, [row1 + i for i in range(n_al)])
+        if e2:
             for i in range(n_al):
                 x = hits[i].hsps[0]
                 if x.evalue2 is None:
-                    x.evalue2 = _parse_row(rows[i], row1 + i, table_cols, r.source, warn).hsps[0].evalue2
+                    x.evalue2 = _parse_row(rows[i], row1 + i, cols, None, qtype, ltype, r.source, warn)[1].evalue2
         for i in range(n_al, len(rows)):
-            hit = _parse_row(rows[i], row1 + i, table_cols, r.source, warn)
+            hit = _parse_row(rows[i], row1 + i, cols, None, qtype, ltype, r.source, warn)[0]
             hit.rank = i + 1
             hits.append(hit)
     q.hits = hits  # ranks: aligned hits get theirs when parsed
 
 
-def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit:
+def _check_row_ids(r, q: Query, hits: list[Hit], ids, row_ids: list[bytes], lines: list[int]) -> None:
+    for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
+        if not row_id or (row_id.find(hit_id) < 0 and hit_id.find(row_id) < 0):
+            raise r.error(
+                f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
+                f"but its row of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
+                lines[i],
+            )
+
+
+def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: list[Hit], ids, warn, e2) -> None:
+    """The general table: ``-m 9``-family columns after a tab (``-m 10 -m 9c``), and
+    ``+-`` rows - more alignments of the library sequence of the row above - which
+    belong to the same hit (for an aligned hit: its ``>--`` alignments, in order)."""
+    groups: list[list[int]] = []  # row indices of each hit
+    for i, raw in enumerate(rows):
+        if raw.startswith(b"+-"):
+            if not groups:
+                raise r.error("best-scores table starts with a '+-' row (more alignments of no sequence)", row1 + i)
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    n_al = len(hits)
+    if n_al > len(groups):
+        raise r.error(
+            f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(groups)} sequences",
+            row1 + len(rows) - 1,
+        )
+    qtype, ltype = q.query_type, q.library_type
+    row_ids = [rows[g[0]].partition(b" ")[0] for g in groups[:n_al]]
+    if row_ids != ids:
+        _check_row_ids(r, q, hits, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
+    if cols9 is not None or e2:
+        # aligned hits: the alignments carry all values but E2() and the -m 9 extras
+        for hit, g in zip(hits, groups):
+            for x, i in zip(hit.hsps, g):
+                t = _parse_row(rows[i], row1 + i, cols, cols9, qtype, ltype, r.source, warn)[1]
+                if x.evalue2 is None:
+                    x.evalue2 = t.evalue2
+                if t.extra:
+                    x.extra = {**t.extra, **(x.extra or {})}
+    for rank in range(n_al + 1, len(groups) + 1):
+        g = groups[rank - 1]
+        hit = _parse_row(rows[g[0]], row1 + g[0], cols, cols9, qtype, ltype, r.source, warn)[0]
+        for i in g[1:]:
+            hit.hsps.append(_parse_row(rows[i], row1 + i, cols, cols9, qtype, ltype, r.source, warn)[1])
+        hit.rank = rank
+        hits.append(hit)
+
+
+_PLUS_ROW = methodcaller("startswith", b"+-")  # "+-" table row: more alignments of the row above
+# -m 9 table columns (after the tab) -> (Hsp attribute or extra key, type)
+_TABLE9_COLS: dict[str, tuple[str, type]] = {
+    "%_id": ("identity", float),
+    "%_sim": ("similarity", float),
+    "alen": ("overlap", int),
+    "sw": ("sw", int),
+    "gapq": ("gapq", int),
+    "gapl": ("gapl", int),
+    "fs": ("fs", int),
+}
+_TABLE9_COORDS = ("an0", "ax0", "an1", "ax1")
+
+
+def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, qtype: str, ltype: str,
+               source: str, warn) -> tuple[Hit | None, Hsp]:
+    """One best-scores table row: (a table-only Hit holding the row's Hsp, or None for
+    a ``+-`` row; the Hsp with the row's values)."""
     def bad(reason: str) -> ParseError:
         return ParseError(f"best-scores table row: {reason}: {raw[:80]!r}", source=source, line=line)
 
+    nine = None
+    if cols9 is not None:
+        raw, tab, nine = raw.partition(b"\t")
+        if not tab:
+            raise bad("no tab before the -m 9 columns")
     parts = raw.rsplit(None, len(cols))
     if len(parts) != len(cols) + 1:
         raise bad(f"expected {len(cols)} score columns")
@@ -690,16 +797,6 @@ def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit
             raise bad("unbalanced '[frame]'")
         frame = rest[i + 1 : -1].decode("latin-1").strip()
         rest = rest[:i].rstrip()
-    if not rest.endswith(b")"):
-        raise bad("no '(length)' column")
-    i = rest.rfind(b"(")
-    if i < 0 or not _INT.fullmatch(rest[i + 1 : -1]):
-        raise bad("malformed '(length)' column")
-    length = int(rest[i + 1 : -1])
-    text = _decode(rest[:i].strip(), "hit description", source, line, warn)
-    id_desc = text.split(None, 1)
-    if not id_desc:
-        raise bad("no hit id")
     hsp = Hsp(frame=frame)
     for col, val in zip(cols, values):
         if col.startswith("E(") or col == "E()":
@@ -714,7 +811,21 @@ def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
     hsp.score = hsp.opt_score
-    return Hit(
+    if nine is not None:
+        _parse_row9(nine, cols9, hsp, qtype == "dna", ltype == "dna", bad)
+    if rest == b"+-":
+        return None, hsp
+    if not rest.endswith(b")"):
+        raise bad("no '(length)' column")
+    i = rest.rfind(b"(")
+    if i < 0 or not _INT.fullmatch(rest[i + 1 : -1]):
+        raise bad("malformed '(length)' column")
+    length = int(rest[i + 1 : -1])
+    text = _decode(rest[:i].strip(), "hit description", source, line, warn)
+    id_desc = text.split(None, 1)
+    if not id_desc:
+        raise bad("no hit id")
+    hit = Hit(
         hit_id=id_desc[0],
         rank=0,  # set by the caller through position
         hit_description=id_desc[1].strip() if len(id_desc) > 1 and id_desc[1].strip() else None,
@@ -722,6 +833,52 @@ def _parse_row(raw: bytes, line: int, cols: list[str], source: str, warn) -> Hit
         aligned=False,
         hsps=[hsp],
     )
+    return hit, hsp
+
+
+def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: bool, bad) -> None:
+    """The ``-m 9`` columns of a row (after its tab): identity, similarity, overlap and
+    coordinates into ``hsp``; ``sw``, ``gapq``, ``gapl``, ``fs`` and the encoded
+    alignment (``-m 9c``/``9C``/``9B``: the text after a second tab) into its extra."""
+    numbers, tab, code = nine.partition(b"\t")
+    names = [c for c in cols9 if c != "aln_code"]
+    values = numbers.split()
+    if len(values) != len(names):
+        raise bad(f"expected {len(names)} -m 9 columns")
+    extra: dict = {}
+    coords: dict[str, int] = {}
+    for col, val in zip(names, values):
+        try:
+            if col in _TABLE9_COORDS:
+                coords[col] = int(val)
+                continue
+            spec = _TABLE9_COLS.get(col)
+            if spec is None:
+                continue  # pn0 px0 pn1 px1: the bounds of the sequences
+            name, typ = spec
+            v = typ(val)
+        except ValueError:
+            raise bad(f"column {col!r} is not a number") from None
+        if name in ("identity", "similarity", "overlap"):
+            setattr(hsp, name, v)
+        else:
+            extra[name] = v
+    if len(coords) == 4:
+        for (a, b), dna, side in (((coords["an0"], coords["ax0"]), q_dna, "query"), ((coords["an1"], coords["ax1"]), h_dna, "hit")):
+            strand = None
+            if a > b:
+                if not dna:
+                    raise bad(f"protein {side} coordinates run backwards")
+                a, b, strand = b, a, "-"
+            elif dna:
+                strand = "+"
+            setattr(hsp, side + "_start", a)
+            setattr(hsp, side + "_end", b)
+            setattr(hsp, side + "_strand", strand)
+    code = code.strip()
+    if code:
+        extra["al_code"] = code.decode("utf-8", errors="replace")
+    hsp.extra = extra or None
 
 
 class _HitContext:
@@ -766,6 +923,8 @@ def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: st
         raise err("'>>' line without a hit id", 0)
     # the block: ">>..." line, then HSPs separated by ">--" lines
     pos = nl + 1
+    if not block.startswith(b";", pos):
+        raise err("no '; key: value' lines after a '>>' hit line: not -m 10 alignments (-m 0 layout?)", pos)
     size = len(block)
     hsps = hit.hsps
     while True:
@@ -807,10 +966,19 @@ _SCORES = (
     rb"(?:; [a-z]+_sim: *([^\n]+)\n)?"
     rb"(?:; [a-z]+_overlap: *(\d+)\n)?"
 )
-_SIDE_KV = (  # the name's first word (split(None, 1)[0] of a name without leading space)
+# one side of an alignment: name (its first word, as split(None, 1)[0] gives it for a
+# name without leading space), sq_len, al_start, al_stop, al_display_start
+_SIDE_KV = (
     rb">([^\s]+)(?:[^\S\n][^\n]*)?\n; sq_len: *(\d+)\n; sq_offset: *-?\d+\n; sq_type: *\w\n"
     rb"; al_start: *(-?\d+)\n; al_stop: *(-?\d+)\n; al_display_start: *(-?\d+)\n"
 )
+# the same for the fast path: one space after the colon (as FASTA prints these);
+# the query side's sq_len is not captured (_QSIDE_FAST)
+_SIDE_FAST = (
+    rb">([^\s]+)(?:[^\S\n][^\n]*+|)\n; sq_len: (\d++)\n; sq_offset: -?\d++\n; sq_type: \w\n"
+    rb"; al_start: (-?\d++)\n; al_stop: (-?\d++)\n; al_display_start: (-?\d++)\n"
+)
+_QSIDE_FAST = _SIDE_FAST.replace(rb"; sq_len: (\d++)", rb"; sq_len: \d++")
 # sequence (or consensus) lines: none starts with ";" or ">" (possessive: no backtracking)
 _SEQ_LINES = rb"((?:[^\n;>][^\n]*+\n)*+)"
 # the score lines of an alignment in any order-compatible subset, then the query
@@ -818,11 +986,11 @@ _SEQ_LINES = rb"((?:[^\n;>][^\n]*+\n)*+)"
 _HEAD_FAST = re.compile(_SCORES + _SIDE_KV)
 _FRAMES = {b"f": "f", b"r": "r"}
 
-_INT_V = rb"(-?\d+)"
-_FLOAT_V = rb"([-+.eE0-9]+)"  # with float(): exactly what _FLOAT accepts, unpadded
+_INT_V = rb"(-?\d++)"
+_FLOAT_V = rb"([-+.eE0-9]++)"  # with float(): exactly what _FLOAT accepts, unpadded
 # _HEAD_FAST's score groups, in order: the key suffix and the strict value pattern
 _SCORE_SLOTS = (
-    (b"frame", rb"([^\n]*)"),
+    (b"frame", rb"([^\n]*+)"),
     (b"initn", _INT_V),
     (b"init1", _INT_V),
     (b"opt", _INT_V),
@@ -832,24 +1000,34 @@ _SCORE_SLOTS = (
     (b"score", _INT_V),
     (b"ident", _FLOAT_V),
     (b"sim", _FLOAT_V),
-    (b"overlap", rb"(\d+)"),
+    (b"overlap", rb"(\d++)"),
 )
 _SCORE_KEYS = re.compile(rb"^; ([a-z]+_)((?:s-w |n-w )?)([^:\n]+):", re.M)
-# after the score lines: query side, library side, optional consensus, blank lines,
-# and the next ">" line (">>" next hit, ">>><<<", or ">--" alternate alignment)
+# after the score lines: query side, library side, optional consensus, optional
+# "; al_code:" line (-m 9c), blank lines (group 27), and a look at the next line: ">--"
+# alternate alignment (group 28 set), ">>>" end of the query (group 29 is ">") or
+# ">>" next hit (group 29 is empty); anything else (or the end of the buffer) fails
 _HSP_TAIL = (
-    _SIDE_KV + _SEQ_LINES + _SIDE_KV + _SEQ_LINES + rb"(?:; al_cons:\n" + _SEQ_LINES + rb")?\n*+(?=>)"
+    _QSIDE_FAST + _SEQ_LINES + _SIDE_FAST + _SEQ_LINES + rb"(?:; al_cons:\n" + _SEQ_LINES + rb"|)"
+    rb"(?:; al_code: ([^\n]*+)\n|)(\n*+)(?=>(?:(-)-\n|>(>?)))"
 )
+# ">>ID DESCRIPTION" (ID: printable ASCII, not starting with ">"; then the rest as
+# split(None, 1) leaves it, to be stripped) or ">--" (alternate alignment)
+_HIT_LINE = rb"(?:>>([!-=?-~][!-~]*+)(?:[^\S\n]++([^\n]*+)|)|>--)\n"
 _LAYOUTS: dict[bytes, re.Pattern] = {}
+_FIXED_LINES: dict[re.Pattern, int] = {}
 
 
 def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     """The regex for the alignment at ``buf[p]`` (its ``>>``/``>--`` line): learned
     from its score-line keys, which are matched literally (several times faster than
-    the optional groups of _HEAD_FAST).  Groups: 1 the ``>>`` line (None for ``>--``),
-    2-12 the scores of _SCORE_SLOTS (None when absent), 13-17 and 19-23 name, sq_len,
-    al_start, al_stop, al_display_start of each side, 18 and 24 their sequence lines,
-    25 the consensus lines (None when absent).  None if the alignment is unusual."""
+    the optional groups of _HEAD_FAST).  Groups: 1-2 the hit id and the rest of the
+    ``>>`` line (None for ``>--``), 3-13 the scores of _SCORE_SLOTS (None when absent),
+    14-17 the query side's name, al_start, al_stop, al_display_start, 18 its sequence
+    lines, 19-23 the library side's name, sq_len, al_start, al_stop, al_display_start,
+    24 its sequence lines, 25 the consensus lines (None when absent), 26 the
+    ``; al_code:`` value (None when absent), 27 the blank lines after it, 28-29 what
+    follows (see _HSP_TAIL).  None if the alignment is unusual."""
     nl = buf.find(b"\n", p)
     if nl < 0:
         return None
@@ -860,9 +1038,11 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     sig = b"|".join(b"".join(k) for k in keys)
     pat = _LAYOUTS.get(sig)
     if pat is None and len(_LAYOUTS) < 64:
-        by_slot = {suffix: re.escape(b"; " + prefix + sw + suffix + b":") + rb" *" for prefix, sw, suffix in keys}
-        parts = [by_slot[s] + v + b"\n" if s in by_slot else rb"(?:(\x00))?" for s, v in _SCORE_SLOTS]
-        pat = _LAYOUTS[sig] = re.compile(rb"(?:>>([^\n]*+)|>--)\n" + b"".join(parts) + _HSP_TAIL)
+        by_slot = {suffix: re.escape(b"; " + prefix + sw + suffix + b":") + rb" ++" for prefix, sw, suffix in keys}
+        parts = [by_slot[s] + v + b"\n" if s in by_slot else rb"(?:(\x00)|)" for s, v in _SCORE_SLOTS]
+        pat = _LAYOUTS[sig] = re.compile(_HIT_LINE + b"".join(parts) + _HSP_TAIL)
+        # lines that are always there: ">>"/">--", the score lines, 7 a side
+        _FIXED_LINES[pat] = 1 + len(keys) + 14
     return pat
 
 
@@ -872,8 +1052,11 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     inside ``buf``; append them to ``hits`` and their ids (bytes) to ``ids``.
 
     Returns (offset after the last hit parsed, True if the hit there must go to the
-    checking path).  Never raises on bad input: anything it does not fully recognise
-    is left to the checking path, which reports the precise line."""
+    checking path, number of lines of the hits parsed).  The lines are counted from
+    the lengths of what the regular expression matched: bytes.count(b"\\n") over the
+    hits would cost a tenth of the parsing time.  Never raises on bad input: anything
+    it does not fully recognise is left to the checking path, which reports the
+    precise line."""
     pat = ctx.pattern
     sequences = ctx.sequences
     q_plus = "+" if ctx.q_dna else None
@@ -882,45 +1065,54 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     query_id_b = ctx.query_id_b
     qname_ok = ctx.qname_ok
     frames = _FRAMES
+    new = object.__new__
     append_hit = hits.append
     append_id = ids.append
     rank = len(hits)
     done = p = pos
-    hit = hsps = hit_id_b = None
+    hsps = hid_b = hid = desc = hit_len = None
     slow = True
+    n_lines = hit_lines = 0  # lines of the hits done, of the hit being read
+    # consecutive alignments: a scanner matches each where the previous one ended
+    scan = pat.scanner(buf, p).match if pat is not None else None
+    fixed = _FIXED_LINES.get(pat, 0)
     while True:
-        m = pat.match(buf, p) if pat is not None else None
-        if m is None:
+        m = scan() if scan is not None else None
+        if m is None:  # a new layout (or an unusual alignment)
             pat = _learn_layout(buf, p)
             if pat is None:
                 break
-            m = pat.match(buf, p)
+            scan = pat.scanner(buf, p).match
+            fixed = _FIXED_LINES[pat]
+            m = scan()
             if m is None:
                 break
-        (hline, frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
-         qname, _qlen, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons) = m.groups()
-        if hline is not None:
-            if hit is not None:
+        (new_id, new_desc, frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
+         qname, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons, al_code, blank, alternate, end) = m.groups()
+        if new_id is not None:  # a ">>" line: a new hit (its id is printable ASCII)
+            if hsps is not None:
                 break
-            try:
-                text = hline.decode("utf-8")
-            except UnicodeDecodeError:
-                break  # the checking path replaces and warns
-            id_desc = text.split(None, 1)
-            if not id_desc:
-                break
-            hit_id_b = id_desc[0].encode("utf-8")
-            desc = (id_desc[1].strip() or None) if len(id_desc) > 1 else None
+            hid_b = new_id
+            hid = new_id.decode("ascii")
+            if new_desc is not None:
+                try:
+                    desc = new_desc.decode("utf-8").strip() or None
+                except UnicodeDecodeError:
+                    break  # the checking path replaces and warns
+            else:
+                desc = None
+            hit_len = int(hlen)
             hsps = []
-            hit = Hit(id_desc[0], rank + 1, desc, int(hlen), True, hsps)
-        elif hit is None:
+            hit_lines = 0
+        elif hsps is None:
             break
         # FASTA cuts names in the alignment and drops a leading "gi|NNN|"
+        # (find, not "in": bytes.__contains__ first tries the name as an int)
         if qname != qname_ok:
-            if qname not in query_id_b:
+            if query_id_b.find(qname) < 0:
                 break
             qname_ok = qname
-        if hname not in hit_id_b:
+        if hid_b.find(hname) < 0:
             break
         q0 = int(q0)
         q1 = int(q1)
@@ -938,33 +1130,34 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             hs, he, hstrand = h1, h0, "-"
         else:
             break
+        ov = None if overlap is None else int(overlap)
         qseq = hseq = consensus = None
+        hit_lines += fixed + len(blank) + (al_code is not None)
         if sequences:
             qdisp = qsq.replace(b"\n", b"")
             hdisp = hsq.replace(b"\n", b"")
-            # the aligned columns: see _parse_hsp
+            hit_lines += len(qsq) - len(qdisp) + len(hsq) - len(hdisp)
+            # the aligned columns c0:c1 of the displayed sequences: see _parse_hsp
             if translated is None:
                 qctx = q0 - int(qds) if q0 <= q1 else int(qds) - q0
                 hctx = h0 - int(hds) if h0 <= h1 else int(hds) - h0
                 if qctx < 0 or hctx < 0:
                     break
                 c0 = qctx if qctx > hctx else hctx
-                # usually the overlap is the number of columns: then c0 + overlap is
-                # the column after the last residue of one side (as _end_col finds)
-                nq = qe - qs + 1
-                nh = he - hs + 1
-                ov = 0 if overlap is None else int(overlap)
-                c1 = c0 + ov
-                if not (
-                    ov
-                    and c1 <= len(qdisp)
-                    and c1 <= len(hdisp)
-                    and qdisp.count(b"-", c0, c1) == ov - nq
-                    and hdisp.count(b"-", c0, c1) == ov - nh
-                    and (qdisp[c1 - 1] != 45 or hdisp[c1 - 1] != 45)  # 45: "-"
+                # usually the overlap is the number of columns; then c0 + overlap is
+                # the column after the last residue of a side, as _end_col finds it
+                try:
+                    c1 = c0 + ov
+                    last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # 45: "-"
+                except (TypeError, IndexError):  # no overlap, or beyond the sequences
+                    last_gap = True
+                if (
+                    last_gap
+                    or qdisp.count(b"-", c0, c1) != ov - (qe - qs + 1)
+                    or hdisp.count(b"-", c0, c1) != ov - (he - hs + 1)
                 ):
-                    c1 = _end_col(qdisp, c0, nq)
-                    c2 = _end_col(hdisp, c0, nh)
+                    c1 = _end_col(qdisp, c0, qe - qs + 1)
+                    c2 = _end_col(hdisp, c0, he - hs + 1)
                     if c2 > c1:
                         c1 = c2
             else:
@@ -985,47 +1178,69 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             except UnicodeDecodeError:
                 break
             if cons is not None:
-                cb = cons.replace(b"\n", b"")[c0:c1]
+                cb = cons.replace(b"\n", b"")
+                hit_lines += 1 + len(cons) - len(cb)  # "; al_cons:" and its lines
+                cb = cb[c0:c1]
                 if len(cb) < c1 - c0:
                     cb = cb.ljust(c1 - c0)
-                consensus = cb.decode("ascii", errors="replace")
+                consensus = cb.decode("ascii", "replace")
+        # an Hsp with every field set here: object.__new__ and slot stores cost a
+        # quarter of the dataclass __init__ with 21 arguments (called via the type)
+        x = new(Hsp)
         try:
-            opt = None if opt is None else int(opt)
-            hsps.append(
-                Hsp(
-                    opt if score is None else int(score),
-                    opt,
-                    None if initn is None else int(initn),
-                    None if init1 is None else int(init1),
-                    None if z is None else float(z),
-                    None if bits is None else float(bits),
-                    None if ev is None else float(ev),
-                    None,  # evalue2: only in the best-scores table
-                    None if ident is None else float(ident),
-                    None if sim is None else float(sim),
-                    None if overlap is None else int(overlap),
-                    None if frame is None else frames.get(frame) or frame.strip().decode("ascii"),
-                    qs, qe, hs, he, qstrand, hstrand, qseq, hseq, consensus,
-                )
-            )
+            x.opt_score = opt = None if opt is None else int(opt)
+            x.score = opt if score is None else int(score)
+            x.initn_score = None if initn is None else int(initn)
+            x.init1_score = None if init1 is None else int(init1)
+            x.z_score = None if z is None else float(z)
+            x.bits = None if bits is None else float(bits)
+            x.evalue = None if ev is None else float(ev)
+            x.identity = None if ident is None else float(ident)
+            x.similarity = None if sim is None else float(sim)
+            x.frame = None if frame is None else frames.get(frame) or frame.strip().decode("ascii")
         except (ValueError, UnicodeDecodeError):
             break
+        x.evalue2 = None  # only in the best-scores table
+        x.overlap = ov
+        x.query_start = qs
+        x.query_end = qe
+        x.hit_start = hs
+        x.hit_end = he
+        x.query_strand = qstrand
+        x.hit_strand = hstrand
+        x.query_seq = qseq
+        x.hit_seq = hseq
+        x.consensus = consensus
+        x.extra = None if al_code is None else {"al_code": al_code.decode("utf-8", "replace")}
+        hsps.append(x)
+        if not sequences:
+            hit_lines += qsq.count(b"\n") + hsq.count(b"\n")
+            if cons is not None:
+                hit_lines += 1 + cons.count(b"\n")
         p = m.end()  # the next ">" line
-        if buf.startswith(b">--\n", p):
+        if alternate is not None:
             continue
-        if not buf.startswith(b">>", p) or p - done > MAX_LINE:
-            break  # unusual; or let read_block check the length of its lines
-        append_hit(hit)
-        append_id(hit_id_b)
+        if p - done > MAX_LINE:
+            break  # let read_block check the length of its lines
         rank += 1
-        hit = None
+        hit = new(Hit)  # as for the Hsp
+        hit.hit_id = hid
+        hit.rank = rank
+        hit.hit_description = desc
+        hit.hit_length = hit_len
+        hit.aligned = True
+        hit.hsps = hsps
+        append_hit(hit)
+        append_id(hid_b)
+        hsps = None
         done = p
-        if p >= stop or buf.startswith(b">>>", p):
+        n_lines += hit_lines
+        if end or p >= stop:  # ">>>": end of the query
             slow = False
             break
     ctx.pattern = pat
     ctx.qname_ok = qname_ok
-    return done, slow
+    return done, slow, n_lines
 
 
 def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
@@ -1119,6 +1334,22 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     if hh < 0:
         raise err("alignment without its library side (truncated?)", qh + 1)
     qname, qkv, qseq_at = _side(block, qh + 1, hh, err)
+    # "-m 10 -m 9c" ends an alignment with "; al_code: <encoded alignment>"
+    code_at = block.find(b"\n; al_code:", hh + 2, stop)
+    if code_at >= 0:
+        e = block.find(b"\n", code_at + 1, stop)
+        if e < 0:
+            e = stop
+        code = block[code_at + 11 : e]
+        if code and not code.startswith(b" "):
+            raise err(f"malformed '; key: value' line: {block[code_at + 1 : e][:60]!r}", code_at + 1)
+        if block[e:stop].strip():
+            i = e + len(block[e:stop]) - len(block[e:stop].lstrip())
+            raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
+        if extra is None:
+            hsp.extra = extra = {}
+        extra["al_code"] = code[1:].decode("utf-8", errors="replace")
+        stop = code_at + 1
     cons_at = block.find(b"\n; al_cons:", hh + 2, stop)
     hend = stop if cons_at < 0 else cons_at
     hname, hkv, hseq_at = _side(block, hh + 1, hend, err)

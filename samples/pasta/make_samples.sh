@@ -54,6 +54,15 @@ cat inputs/prot_test.lib inputs/mu.lib > inputs/prot_lib.fa
 cat inputs/gtt1_drome.aa inputs/mchu.aa inputs/h10_human.aa inputs/mgstm1.aa > inputs/prot_queries.fa
 # two DNA queries, one given reverse-complemented (mgstm1.rev)
 cat inputs/mgstm1.nt inputs/mgstm1.rev > inputs/dna_queries.fna
+# two RNA fragments (U for T) of mgstm1.nt: residues 1-240 and 301-420
+rna_fragment() {  # rna_fragment HEADER FIRST LAST
+    echo ">$1"
+    sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
+}
+{
+    rna_fragment "rna_frag1 GSTM1 fragment as RNA (U for T)" 1 240
+    rna_fragment "rna_frag2 second fragment" 301 420
+} > inputs/rna_frags.fna
 
 run() {  # run OUTPUT COMMAND...
     local out=$1
@@ -89,6 +98,15 @@ run fastx36.m10                   fastx36 -m 10 -T 1 -z 3 inputs/dna_queries.fna
 run fasty36.m10                   fasty36 -m 10 -T 1 -z 3 inputs/gstm1b_human_fs.nt inputs/prot_lib.fa
 run tfastx36.m10                  tfastx36 -m 10 -T 1 -z 3 inputs/mgstm1.aa inputs/dna_ref_lib.fna
 run tfasty36.m10                  tfasty36 -m 10 -T 1 -z 3 inputs/gtm1_human.aa inputs/gst.nlib
+
+# ---- more options: -m 9c/9C/9B alongside -m 10, -a/-w, -M, RNA queries (-n, -U)
+run ssearch36_m9c.m10             ssearch36 -m 10 -m 9c -T 1 -z 3 -b 8 -d 4 inputs/gtt1_drome.aa inputs/prot_test.lib
+run ssearch36_m9C_alt.m10         ssearch36 -m 10 -m 9C -T 1 -z 3 -E "10 1" -b 8 -d 2 inputs/mchu.aa inputs/prot_test.lib
+run ssearch36_dna_m9B.m10         ssearch36 -m 10 -m 9B -T 1 -z 3 -b 8 -d 2 inputs/mgstm1.nt inputs/gst.nlib
+run ssearch36_full_seq.m10        ssearch36 -m 10 -T 1 -z 3 -a -w 80 -E 1 inputs/gtt1_drome.aa inputs/prot_test.lib
+run ssearch36_range.m10           ssearch36 -m 10 -T 1 -z 3 -M 200-250 inputs/gtt1_drome.aa inputs/prot_lib.fa
+run ssearch36_rna.m10             ssearch36 -m 10 -T 1 -z 3 -n inputs/rna_frags.fna inputs/gst.nlib
+run fasta36_rna_U.m10             fasta36 -m 10 -T 1 -z 3 -U inputs/rna_frags.fna inputs/gst.nlib
 
 # ---- a gzip-compressed sample (gzip -n: no name/time stamp, so the bytes are stable)
 ssearch36 -m 10 -T 1 -z 3 -E 1 inputs/prot_queries.fa inputs/mu.lib | gzip -n -9 > ssearch36_mu.m10.gz

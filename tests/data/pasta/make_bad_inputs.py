@@ -49,6 +49,17 @@ def main() -> None:
             capture_output=True,
         ).stdout
         write("blast_tabular.m8", out)
+        # real output of two other -m combinations that are not -m 10 reports:
+        # -m 9c alone (best-scores table with -m 9c columns, default -m 0 alignments)
+        # and -m 10 -m B (the last -m wins: BLAST-like alignments)
+        for fixture, fmt in (("m9c_default_alignments.m10", ["-m", "9c"]), ("m10_then_mB.m10", ["-m", "10", "-m", "B"])):
+            out = subprocess.run(
+                ["ssearch36", *fmt, "-T", "1", "-z", "3", "inputs/gtt1_drome.aa", "inputs/prot_test.lib"],
+                cwd=SAMPLES,
+                check=True,
+                capture_output=True,
+            ).stdout
+            write(fixture, out)
     # cut in the middle of an alignment: 20 characters into the 2nd sequence line
     # of the library side of hit 1 (GT8.7), line 73 of ssearch36_prot.m10
     lines = prot.split(b"\n")
@@ -83,6 +94,11 @@ def main() -> None:
     latin[8] = latin[8].replace(b"GLUTATHIONE", b"GLUTATHIONE \xe9\xe8", 1)
     latin[43] = latin[43].replace(b"transl.", b"transl\xe9.", 1)
     write("non_utf8_description.m10", b"\n".join(latin))
+    # -m 10 -m 9c: the table rows of the first three sequences (lines 20-22) removed,
+    # so that the table starts with a "+-" row (more alignments of no sequence)
+    m9c = lines_of("ssearch36_m9c.m10")
+    assert m9c[19].startswith(b"GT8.7") and m9c[22].startswith(b"+-")
+    write("m9c_plus_row_first.m10", b"\n".join(m9c[:19] + m9c[22:]))
 
 
 if __name__ == "__main__":

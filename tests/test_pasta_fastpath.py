@@ -1,0 +1,106 @@
+"""The fast path (``_fast_hits``: one regular expression per alignment layout, in the
+read buffer) and the checking path (``_parse_hit``: line by line) must agree exactly:
+on every real sample (``test_pasta_parser``) and - this file - on damaged ones.
+
+For each mutated real output the parser runs twice, with and without the fast path;
+both runs must yield the same queries (as dicts) and end the same way: either both
+complete, or both with a ParseError naming the same line and reason.  Whatever the
+fast path does not fully recognise it leaves to the checking path, so a difference
+means the fast path accepted something the checking path reads otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ingest.parsers.pasta as pasta
+from ingest.errors import ParseError
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
+NAMES = [
+    "ssearch36_prot.m10",
+    "ssearch36_prot_alt.m10",
+    "ssearch36_table_only.m10",
+    "ssearch36_m9c.m10",
+    "ssearch36_m9C_alt.m10",
+    "ssearch36_dna_m9B.m10",
+    "ssearch36_rna.m10",
+    "fasta36_dna.m10",
+    "glsearch36.m10",
+    "fastx36.m10",
+    "tfasty36.m10",
+]
+DATA = {name: (SAMPLES / name).read_bytes() for name in NAMES}
+# bytes that matter to the layout of an alignment
+SPECIAL = [b"\n", b";", b">", b" ", b"-", b"\r", b"\n\n", b"; al_cons:\n", b">--\n", b"\t", b"\xe9", b"0", b"e"]
+
+
+@st.composite
+def mutated(draw):
+    name = draw(st.sampled_from(NAMES))
+    data = bytearray(DATA[name])
+    # mutations inside the alignments (after the first ">>" line), where the fast path works
+    first = data.find(b"\n>>", data.find(b">>>") + 3)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["flip", "insert", "delete_line", "duplicate_line", "swap_lines", "special"]))
+        i = draw(st.integers(first, len(data) - 1))
+        if kind == "flip":
+            data[i] = draw(st.integers(0, 255))
+        elif kind == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=4))
+        elif kind == "special":
+            data[i:i] = draw(st.sampled_from(SPECIAL))
+        else:
+            lines = bytes(data).split(b"\n")
+            lo = bytes(data[:first]).count(b"\n") + 1
+            a = draw(st.integers(lo, len(lines) - 1))
+            b = draw(st.integers(lo, len(lines) - 1))
+            if kind == "delete_line":
+                del lines[a]
+            elif kind == "duplicate_line":
+                lines.insert(a, lines[b])
+            else:
+                lines[a], lines[b] = lines[b], lines[a]
+            data = bytearray(b"\n".join(lines))
+    return name, bytes(data)
+
+
+def _run(data: bytes, name: str, fast: bool, sequences: bool):
+    old = pasta._FAST_PATH
+    pasta._FAST_PATH = fast
+    out, warnings = [], []
+    try:
+        for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
+            out.append(q.to_dict())
+        end = None
+    except ParseError as err:
+        end = (err.line, err.reason)
+    finally:
+        pasta._FAST_PATH = old
+    return out, end, warnings
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated(), st.booleans())
+def test_fast_path_agrees_with_checking_path_on_damaged_input(case, sequences):
+    name, data = case
+    fast = _run(data, name, True, sequences)
+    slow = _run(data, name, False, sequences)
+    assert fast[1] == slow[1]  # same end: complete, or the same line and reason
+    assert fast[0] == slow[0]  # same queries before it
+    assert fast[2] == slow[2]  # same warnings
+
+
+def test_fast_path_takes_the_usual_alignments(monkeypatch):
+    """On the samples every alignment goes through the fast path (else it would
+    silently stop being the fast one): count the hits left to the checking path."""
+    calls = []
+    real = pasta._parse_hit
+    monkeypatch.setattr(pasta, "_parse_hit", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    for name in sorted(p.name for p in SAMPLES.glob("*.m10")):
+        list(pasta.parse(io.BytesIO((SAMPLES / name).read_bytes()), name))
+    assert calls == []
