@@ -124,10 +124,17 @@ def cmd_parse(args) -> int:
     from ingest.errors import ParseError
     from ingest.fileio import open_binary
 
+    import orjson  # ~10x faster than json.dumps here: the encoding was a third of the command's time
+
     parse = parsers.get("pasta").load()
     failed = 0
-    out = sys.stdout
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    out = sys.stdout.buffer
+
+    def dumps(obj) -> bytes:
+        try:
+            return orjson.dumps(obj)
+        except TypeError:  # e.g. an integer beyond 64 bits: the standard encoder takes anything JSON can hold
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
     def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
@@ -137,7 +144,7 @@ def cmd_parse(args) -> int:
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
                     out.write(dumps(query.to_dict()))
-                    out.write("\n")
+                    out.write(b"\n")
         except ParseError as exc:
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
