@@ -865,16 +865,12 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
             extra[name] = v
     if len(coords) == 4:
         for (a, b), dna, side in (((coords["an0"], coords["ax0"]), q_dna, "query"), ((coords["an1"], coords["ax1"]), h_dna, "hit")):
-            strand = None
-            if a > b:
-                if not dna:
-                    raise bad(f"protein {side} coordinates run backwards")
-                a, b, strand = b, a, "-"
-            elif dna:
-                strand = "+"
-            setattr(hsp, side + "_start", a)
-            setattr(hsp, side + "_end", b)
-            setattr(hsp, side + "_strand", strand)
+            oriented = _orient(a, b, dna)
+            if oriented is None:
+                raise bad(f"protein {side} coordinates run backwards")
+            setattr(hsp, side + "_start", oriented[0])
+            setattr(hsp, side + "_end", oriented[1])
+            setattr(hsp, side + "_strand", oriented[2])
     code = code.strip()
     if code:
         extra["al_code"] = code.decode("utf-8", errors="replace")
@@ -1268,6 +1264,16 @@ def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
     return name, kv, min(p, stop)
 
 
+
+def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
+    """``(start, end, strand)`` of an al_start/al_stop pair: 1-based inclusive with start <= end;
+    the strand only for DNA.  None when a protein side runs backwards (malformed)."""
+    if a <= b:
+        return a, b, ("+" if dna else None)
+    if dna:
+        return b, a, "-"
+    return None
+
 def _int(kv: dict, key: bytes, err, offset: int) -> int:
     v = kv.get(key)
     if v is None:
@@ -1374,26 +1380,14 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     h0 = _int(hkv, b"al_start", err, hh + 1)
     h1 = _int(hkv, b"al_stop", err, hh + 1)
     hit_len = _int(hkv, b"sq_len", err, hh + 1)
-    if q0 <= q1:
-        hsp.query_start, hsp.query_end = q0, q1
-        if ctx.q_dna:
-            hsp.query_strand = "+"
-    else:
-        hsp.query_start, hsp.query_end = q1, q0
-        if ctx.q_dna:
-            hsp.query_strand = "-"
-        else:
-            raise err("protein query coordinates run backwards", qh + 1)
-    if h0 <= h1:
-        hsp.hit_start, hsp.hit_end = h0, h1
-        if ctx.h_dna:
-            hsp.hit_strand = "+"
-    else:
-        hsp.hit_start, hsp.hit_end = h1, h0
-        if ctx.h_dna:
-            hsp.hit_strand = "-"
-        else:
-            raise err("protein library coordinates run backwards", hh + 1)
+    side = _orient(q0, q1, ctx.q_dna)
+    if side is None:
+        raise err("protein query coordinates run backwards", qh + 1)
+    hsp.query_start, hsp.query_end, hsp.query_strand = side
+    side = _orient(h0, h1, ctx.h_dna)
+    if side is None:
+        raise err("protein library coordinates run backwards", hh + 1)
+    hsp.hit_start, hsp.hit_end, hsp.hit_strand = side
 
     if ctx.sequences:
         qdisp = block[qseq_at:hh].replace(b"\n", b"")
