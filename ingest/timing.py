@@ -60,7 +60,8 @@ class StageRecord:
         return {k: v for k, v in doc.items() if v is not None and v != {}}
 
     def as_json(self) -> dict:
-        doc = self.as_doc()
+        """JSON-ready; stage, records_in, records_out and seconds are always present (null = not applicable)."""
+        doc = {"records_in": self.records_in, "records_out": self.records_out, **self.as_doc()}
         for key in ("started", "ended"):
             if key in doc:
                 doc[key] = doc[key].isoformat()

@@ -37,6 +37,8 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
         assert key in first
     assert set(first["server"]) >= {"kind", "version", "topology"}
     stages = {s["stage"]: s for s in first["stages"]}
+    for stage in first["stages"]:
+        assert {"stage", "records_in", "records_out", "seconds"} <= set(stage), stage
     for name in ("parse", "load", "analyze.best_hits", "analyze.oxide_formation_energy", "validate"):
         assert name in stages, list(stages)
         assert stages[name]["records_in"] > 0 and stages[name]["records_out"] > 0, stages[name]
