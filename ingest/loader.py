@@ -39,8 +39,6 @@ from ingest.timing import Timings
 DUPLICATE_KEY = 11000
 MAX_ERRORS_KEPT = 50
 RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
-SEARCH_SUFFIXES = (".m10", ".m10.gz", ".pasta", ".pasta.gz")
-RECORD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 
 
 @dataclass
@@ -107,6 +105,7 @@ class LoadSummary:
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
     """Expand directories into the data files under them (sorted); name paths that do not exist."""
+    suffixes = parsers.data_file_suffixes()
     found: list[Path] = []
     missing: list[FileOutcome] = []
     for raw in paths:
@@ -117,7 +116,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]
                 for name in sorted(files):
                     if name.startswith("."):
                         continue
-                    if name.lower().endswith(SEARCH_SUFFIXES + RECORD_SUFFIXES):
+                    if name.lower().endswith(suffixes):
                         found.append(Path(root) / name)
         elif path.is_file():
             found.append(path)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
+from tests.pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 NAMES = [
@@ -55,17 +56,8 @@ def mutated(draw):
         elif kind == "special":
             data[i:i] = draw(st.sampled_from(SPECIAL))
         else:
-            lines = bytes(data).split(b"\n")
             lo = bytes(data[:first]).count(b"\n") + 1
-            a = draw(st.integers(lo, len(lines) - 1))
-            b = draw(st.integers(lo, len(lines) - 1))
-            if kind == "delete_line":
-                del lines[a]
-            elif kind == "duplicate_line":
-                lines.insert(a, lines[b])
-            else:
-                lines[a], lines[b] = lines[b], lines[a]
-            data = bytearray(b"\n".join(lines))
+            data = mutate_lines(draw, data, kind.removesuffix("_line").removesuffix("_lines"), lo)
     return name, bytes(data)
 
 

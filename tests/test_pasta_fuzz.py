@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
+from tests.pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 NAMES = [
@@ -53,16 +54,7 @@ def mutated(draw):
             i = draw(st.integers(0, len(data)))
             data[i:i] = draw(st.binary(min_size=1, max_size=8))
         else:
-            lines = bytes(data).split(b"\n")
-            i = draw(st.integers(0, len(lines) - 1))
-            j = draw(st.integers(0, len(lines) - 1))
-            if kind == "delete":
-                del lines[i]
-            elif kind == "duplicate":
-                lines.insert(i, lines[j])
-            else:
-                lines[i], lines[j] = lines[j], lines[i]
-            data = bytearray(b"\n".join(lines))
+            data = mutate_lines(draw, data, kind)
     return name, bytes(data)
 
 

@@ -32,6 +32,7 @@ class Format:
     entry_point: str  # "module:function"
     sniff: Callable[[str, bytes], bool]
     description: str = ""
+    suffixes: tuple[str, ...] = ()  # file names a directory scan picks up (each also as .gz)
 
     def load(self) -> Callable:
         module, _, func = self.entry_point.partition(":")
@@ -57,6 +58,12 @@ def get(name: str) -> Format:
 
 def names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def data_file_suffixes() -> tuple[str, ...]:
+    """Every registered format's file-name suffixes, plain and ``.gz``, for directory scans."""
+    plain = tuple(sfx for fmt in _REGISTRY.values() for sfx in fmt.suffixes)
+    return plain + tuple(sfx + ".gz" for sfx in plain)
 
 
 def strip_compression(name: str) -> str:
@@ -106,6 +113,7 @@ register(
         kind="search",
         entry_point="ingest.parsers.pasta:parse",
         sniff=_sniff_pasta,
+        suffixes=_PASTA_SUFFIXES,
         description="FASTA-suite -m 10 output (ssearch36, fasta36, ggsearch36, ...)",
     )
 )
@@ -115,6 +123,7 @@ register(
         kind="records",
         entry_point="ingest.parsers.materials:read_records",
         sniff=_sniff_json,
+        suffixes=_JSON_SUFFIXES,
         description="Materials-Project-style JSON / JSON Lines documents (materials and tasks)",
     )
 )
