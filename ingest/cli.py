@@ -130,11 +130,11 @@ def cmd_parse(args) -> int:
     failed = 0
     out = sys.stdout.buffer
 
-    def dumps(obj) -> bytes:
+    def dumps(obj) -> bytes:  # one JSON line
         try:
-            return orjson.dumps(obj)
+            return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
         except TypeError:  # e.g. an integer beyond 64 bits: the standard encoder takes anything JSON can hold
-            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
@@ -143,8 +143,7 @@ def cmd_parse(args) -> int:
         try:
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
-                    out.write(dumps(query.to_dict()))
-                    out.write(b"\n")
+                    out.write(dumps(query))  # already a dict: Query.to_dict()
         except ParseError as exc:
             failed += 1
             print(f"error: {exc}", file=sys.stderr)

@@ -11,9 +11,11 @@ def search_id(sha256: str, query_index: int) -> str:
     return f"{sha256[:20]}:{query_index}"
 
 
-def search_documents(query, *, sha256: str, path: str, query_index: int, fmt: str = "pasta") -> tuple[dict, list[dict]]:
-    """One ``searches`` document and one ``hits`` document per hit of ``query``."""
-    doc = query.to_dict()
+def search_documents(query: dict, *, sha256: str, path: str, query_index: int,
+                     fmt: str = "pasta") -> tuple[dict, list[dict]]:
+    """One ``searches`` document and one ``hits`` document per hit of ``query``, a
+    query as a search parser's ``parse_dicts`` yields it (``Query.to_dict()``)."""
+    doc = dict(query)
     hits = doc.pop("hits", [])
     sid = search_id(sha256, query_index)
     doc["_id"] = sid

@@ -59,3 +59,19 @@ def test_failed_file_exits_2_names_file_and_line_and_the_rest_is_parsed(tmp_path
 def test_missing_file_is_an_error_not_a_crash(tmp_path):
     proc = run(str(tmp_path / "nope.m10"))
     assert proc.returncode == 2 and b"nope.m10" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def test_values_orjson_cannot_encode_still_come_out_as_json_lines(tmp_path):
+    """A ``; pg_*`` integer beyond 64 bits is kept exactly (the standard encoder takes
+    over from orjson for that query); the other queries stay one line each."""
+    text = (SAMPLES_DIR / "pasta" / "ssearch36_prot.m10").read_text()
+    assert "; pg_name:" in text
+    big = 2**70 + 1
+    path = tmp_path / "big.m10"
+    path.write_text(text.replace("; pg_name:", f"; pg_huge: {big}\n; pg_name:", 1))
+    proc = run(str(path), str(SAMPLES_DIR / "pasta" / "ssearch36_prot.m10"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = proc.stdout.decode().splitlines()
+    first = json.loads(lines[0])
+    assert first["params"]["pg_huge"] == big
+    assert len(lines) == 2 and json.loads(lines[1])["query_id"] == first["query_id"]

@@ -2,9 +2,11 @@
 read buffer) and the checking path (``_parse_hit``: line by line) must agree exactly:
 on every real sample (``test_pasta_parser``) and - this file - on damaged ones.
 
-For each mutated real output the parser runs twice, with and without the fast path;
-both runs must yield the same queries (as dicts) and end the same way: either both
-complete, or both with a ParseError naming the same line and reason.  Whatever the
+For each mutated real output the parser runs three times: with and without the fast
+path, and as ``parse_dicts`` (whose fast path builds the dicts itself); all runs must
+yield the same queries (as dicts; for ``parse_dicts`` as JSON text, key order
+included) and end the same way: either all complete, or all with a ParseError naming
+the same line and reason.  Whatever the
 fast path does not fully recognise it leaves to the checking path, so a difference
 means the fast path accepted something the checking path reads otherwise.
 """
@@ -12,6 +14,7 @@ means the fast path accepted something the checking path reads otherwise.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -61,13 +64,17 @@ def mutated(draw):
     return name, bytes(data)
 
 
-def _run(data: bytes, name: str, fast: bool, sequences: bool):
+def _run(data: bytes, name: str, fast: bool, sequences: bool, dicts: bool = False):
     old = pasta._FAST_PATH
     pasta._FAST_PATH = fast
     out, warnings = [], []
     try:
-        for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
-            out.append(q.to_dict())
+        if dicts:
+            for d in pasta.parse_dicts(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
+                out.append(json.dumps(d))
+        else:
+            for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
+                out.append(q.to_dict())
         end = None
     except ParseError as err:
         end = (err.line, err.reason)
@@ -85,6 +92,10 @@ def test_fast_path_agrees_with_checking_path_on_damaged_input(case, sequences):
     assert fast[1] == slow[1]  # same end: complete, or the same line and reason
     assert fast[0] == slow[0]  # same queries before it
     assert fast[2] == slow[2]  # same warnings
+    dicts = _run(data, name, True, sequences, dicts=True)
+    assert dicts[1] == fast[1]
+    assert dicts[0] == [json.dumps(d) for d in fast[0]]
+    assert dicts[2] == fast[2]
 
 
 def test_fast_path_takes_the_usual_alignments(monkeypatch):

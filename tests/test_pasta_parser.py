@@ -141,6 +141,25 @@ def test_streaming_in_tiny_chunks_and_crlf(path, monkeypatch):
     assert [q.to_dict() for q in parse(io.BytesIO(crlf), path.name)] == expected
 
 
+@pytest.mark.parametrize("sequences", [True, False])
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_parse_dicts_equals_to_dict_key_for_key(path, sequences, monkeypatch):
+    """parse_dicts (the fast path builds the dicts itself) gives exactly Query.to_dict():
+    compared as JSON text, so the order of the keys counts too - also in 7-byte reads
+    (alignments then straddle buffers and go to the checking path) and with CRLF."""
+    expected = [json.dumps(q.to_dict()) for q in parse_file(path, sequences=sequences)]
+    data = read_bytes(path)
+    got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(data), path.name, sequences=sequences)]
+    assert got == expected and got
+    crlf = data.replace(b"\n", b"\r\n")
+    got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(crlf), path.name, sequences=sequences)]
+    assert got == expected
+    monkeypatch.setattr(pasta, "CHUNK", 7)
+    monkeypatch.setattr(pasta, "LOOKAHEAD", 5)
+    got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(data), path.name, sequences=sequences)]
+    assert got == expected
+
+
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_to_dict_is_json_ready_and_omits_none(path):
     for q in parse_file(path):

@@ -6,8 +6,10 @@ format is used, so ``sci-ingest parse`` never pays for modules it does not need.
 
 Parser contracts (pure: no I/O beyond reading the handle they are given):
 
-* ``kind == "search"``  -> ``parse(handle: BinaryIO, source: str, *, sequences=True,
-  warn=None) -> Iterator[ingest.model.Query]``; raises :class:`ingest.errors.ParseError`.
+* ``kind == "search"``  -> ``parse_dicts(handle: BinaryIO, source: str, *, sequences=True,
+  warn=None) -> Iterator[dict]``: one JSON-ready dict per query, equal to
+  ``ingest.model.Query.to_dict()`` (the parser module also has ``parse``, which yields
+  the :class:`ingest.model.Query` objects); raises :class:`ingest.errors.ParseError`.
 * ``kind == "records"`` -> ``read_records(handle: BinaryIO, source: str) ->
   Iterator[ingest.parsers.materials.Record | ingest.errors.ParseError]``; a bad record
   is *yielded* as a ParseError (file, record number, reason) so the caller can
@@ -111,7 +113,7 @@ register(
     Format(
         name="pasta",
         kind="search",
-        entry_point="ingest.parsers.pasta:parse",
+        entry_point="ingest.parsers.pasta:parse_dicts",
         sniff=_sniff_pasta,
         suffixes=_PASTA_SUFFIXES,
         description="FASTA-suite -m 10 output (ssearch36, fasta36, ggsearch36, ...)",

@@ -158,13 +158,12 @@ extra           any other ``xx_*`` line of the alignment, typed as for ``params`
 from __future__ import annotations
 
 import re
-from operator import methodcaller
 from typing import BinaryIO, Callable, Iterator
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
 
-__all__ = ["parse", "MAX_LINE", "MAX_BLOCK"]
+__all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK"]
 
 CHUNK = 1 << 20
 MAX_LINE = 1 << 20  # longest accepted line (bytes)
@@ -301,12 +300,13 @@ class _Reader:
                 return line[:-1] if line.endswith(b"\r") else line
             start += self.pos
 
-    def read_rows(self) -> tuple[list[bytes], int]:
+    def read_rows(self) -> tuple[list[bytes], int, bool]:
         """Consecutive non-blank lines not starting with ``>>>`` (best-scores table
-        rows) and the line number of the first; the line that ends them is not
-        consumed."""
+        rows), the line number of the first, and whether a row starts with ``+-``;
+        the line that ends them is not consumed."""
         rows: list[bytes] = []
         first = self.line_no + 1
+        plus = False
         while True:
             buf, pos = self.buf, self.pos
             last = buf.rfind(b"\n", pos)  # rows are taken only as complete lines
@@ -314,14 +314,14 @@ class _Reader:
                 if len(buf) - pos > MAX_LINE:
                     raise self.error(f"line longer than {MAX_LINE} bytes")
                 if not self._fill():
-                    return rows, first  # a last line without line end is left to readline
+                    return rows, first, plus  # a last line without line end is left to readline
                 continue
             e = buf.find(b"\n", pos)
             if e - pos > MAX_LINE:
                 raise self.error(f"line longer than {MAX_LINE} bytes")
             line = buf[pos:e]
             if not line.strip() or line.startswith(b">>>"):
-                return rows, first
+                return rows, first, plus
             m = _ROW_END.search(buf, e, last + 1)
             end = last if m is None else m.start()
             seg = buf[pos:end]
@@ -333,10 +333,11 @@ class _Reader:
             if b"\r" in seg:
                 lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
             rows += lines
+            plus = plus or seg.startswith(b"+-") or b"\n+-" in seg
             self.pos = end + 1
             self.line_no += len(lines)
             if m is not None or not self._fill():
-                return rows, first
+                return rows, first, plus
 
     def peek(self, n: int) -> bytes:
         """Up to ``n`` bytes at the current position, without consuming them."""
@@ -426,9 +427,25 @@ def parse(
 
     Raises :class:`~ingest.errors.ParseError` (with ``source`` and a 1-based line)
     on malformed input, after yielding the queries completed before the damage."""
-    r = _Reader(handle, source)
+    return _guarded(_Reader(handle, source), sequences, warn, False)
+
+
+def parse_dicts(
+    handle: BinaryIO,
+    source: str = "<stream>",
+    *,
+    sequences: bool = True,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[dict]:
+    """Like :func:`parse`, but yield each query as its JSON-ready dict, equal to
+    ``Query.to_dict()`` (same keys, same order): what the CLI and the loader write.
+    Faster: the fast path builds the dicts of the hits directly."""
+    return _guarded(_Reader(handle, source), sequences, warn, True)
+
+
+def _guarded(r: _Reader, sequences: bool, warn, dicts: bool) -> Iterator:
     try:
-        yield from _parse(r, sequences, warn)
+        yield from _parse(r, sequences, warn, dicts)
     except ParseError:
         raise
     except (IndexError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
@@ -438,7 +455,7 @@ def parse(
         raise r.error(f"malformed input ({type(exc).__name__}: {exc})") from exc
 
 
-def _parse(r: _Reader, sequences: bool, warn) -> Iterator[Query]:
+def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False) -> Iterator:
     source = r.source
     run = _Run(1)
     query_index = 0
@@ -455,7 +472,7 @@ def _parse(r: _Reader, sequences: bool, warn) -> Iterator[Query]:
             if run.complete:  # a new run without a header line
                 run = _Run(run.index + 1)
             query_index += 1
-            q = _parse_query(r, m, run, query_index, sequences, warn)
+            q = _parse_query(r, m, run, query_index, sequences, warn, dicts)
             run.queries += 1
             preamble = 0
             yield q
@@ -512,7 +529,10 @@ def _types(program: str | None, unit: bytes) -> tuple[str, str]:
     return t, t
 
 
-def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn) -> Query:
+def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn,
+                 dicts: bool = False) -> Query | dict:
+    """The query block that starts at the ``  N>>>`` line matched by ``m``: a Query,
+    or with ``dicts`` its ``to_dict()``."""
     source = r.source
     qline = r.line_no
     text = _decode(m.group(2), "query description", source, qline, warn)
@@ -536,7 +556,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
         if q.searched_strand is None:
             raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
-    table: tuple | None = None  # (columns, -m 9 columns or None, rows, line of the first row)
+    table: tuple | None = None  # (columns, -m 9 columns or None, rows, line of the first row, any "+-" row)
     params: dict | None = None
 
     # ---- header of the query: library, statistics, best-scores table, summary line
@@ -546,7 +566,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
             _finish(r, q, run, unit, table, [], warn)
-            return q
+            return q.to_dict() if dicts else q
         if line.startswith(b">>>///"):
             raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
         if line.startswith(b">>>"):
@@ -613,7 +633,12 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     qtype, ltype = _types(q.program, unit)
     hits: list[Hit] = []
     ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
-    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences)
+    # with dicts, the hits are built as dicts when _finish will not change them (it
+    # adds E2() and the -m 9 columns to aligned hits; tables without those only add
+    # table-only hits)
+    hit_dicts = dicts and (table is None or _table_keeps_hits(table))
+    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
+                      hit_dicts)  # fmt: skip
     slow_next = False  # the hit at r.pos goes to the checking path
     while True:
         buf, pos = r.buf, r.pos
@@ -637,7 +662,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             slow_next = False
             block, first = r.read_block()
             hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
-            hits.append(hit)
+            hits.append(hit.to_dict() if hit_dicts else hit)
             ids.append(hit.hit_id.encode("utf-8", "replace"))
             continue
         line = r.readline()
@@ -648,8 +673,21 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if not line.strip():
             continue
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
-    _finish(r, q, run, unit, table, hits, warn, ids)
-    return q
+    _finish(r, q, run, unit, table, hits, warn, ids, hit_dicts)
+    if hit_dicts:
+        q.hits = []
+        d = q.to_dict()
+        d["hits"] = hits
+        return d
+    return q.to_dict() if dicts else q
+
+
+def _table_keeps_hits(table: tuple) -> bool:
+    """True if _finish leaves the aligned hits as they are with this table (columns,
+    -m 9 columns, rows, line, any ``+-`` row): no -m 9 columns, no E2() column, no
+    ``+-`` rows."""
+    cols, cols9, rows, _, plus = table
+    return cols9 is None and "E2()" not in cols and not plus
 
 
 def _base(program: str | None) -> str:
@@ -670,17 +708,20 @@ _TRANSLATED_SIDE = {
 }
 
 
-def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list[Hit], warn, ids=()) -> None:
+def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list, warn, ids=(),
+            dicts: bool = False) -> None:
     """Complete ``q``: its types and its hits, with the best-scores ``table`` (columns,
-    ``-m 9`` columns or None, rows, line number of the first row) checked against the
-    aligned ``hits`` (whose ids as bytes are ``ids``) and its other rows added as
-    table-only hits."""
+    ``-m 9`` columns or None, rows, line number of the first row, whether a row starts
+    with ``+-``) checked against the aligned ``hits`` (whose ids as bytes are ``ids``)
+    and its other rows added as table-only hits.  With ``dicts`` the hits are dicts
+    (``Hit.to_dict()``), and so are the table-only hits added; the table then keeps
+    the hits (_table_keeps_hits)."""
     qtype, ltype = _types(q.program, unit)
     q.query_type, q.library_type = qtype, ltype
     if table is not None and table[2]:
-        cols, cols9, rows, row1 = table
+        cols, cols9, rows, row1, plus = table
         e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
-        if cols9 is not None or any(map(_PLUS_ROW, rows)):
+        if cols9 is not None or plus:
             _finish_rows(r, q, cols, cols9, rows, row1, hits, ids, warn, e2)
             q.hits = hits
             return
@@ -696,7 +737,7 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
         # word contains the id, which _check_row_ids accepts)
         if not all(map(bytes.startswith, rows[:n_al], ids)):
             row_ids = [raw.partition(b" ")[0] for raw in rows[:n_al]]
-            _check_row_ids(r, q, hits, ids, row_ids, [row1 + i for i in range(n_al)])
+            _check_row_ids(r, q, ids, row_ids, [row1 + i for i in range(n_al)])
         if e2:
             for i in range(n_al):
                 x = hits[i].hsps[0]
@@ -705,15 +746,15 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
         for i in range(n_al, len(rows)):
             hit = _parse_row(rows[i], row1 + i, cols, None, qtype, ltype, r.source, warn)[0]
             hit.rank = i + 1
-            hits.append(hit)
+            hits.append(hit.to_dict() if dicts else hit)
     q.hits = hits  # ranks: aligned hits get theirs when parsed
 
 
-def _check_row_ids(r, q: Query, hits: list[Hit], ids, row_ids: list[bytes], lines: list[int]) -> None:
+def _check_row_ids(r, q: Query, ids: list[bytes], row_ids: list[bytes], lines: list[int]) -> None:
     for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
         if not row_id or (row_id.find(hit_id) < 0 and hit_id.find(row_id) < 0):
             raise r.error(
-                f"alignment {i + 1} of query {q.query_id!r} is for {hits[i].hit_id!r} "
+                f"alignment {i + 1} of query {q.query_id!r} is for {hit_id.decode('utf-8', 'replace')!r} "
                 f"but its row of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
                 lines[i],
             )
@@ -740,7 +781,7 @@ def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: l
     qtype, ltype = q.query_type, q.library_type
     row_ids = [rows[g[0]].partition(b" ")[0] for g in groups[:n_al]]
     if row_ids != ids:
-        _check_row_ids(r, q, hits, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
+        _check_row_ids(r, q, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
     if cols9 is not None or e2:
         # aligned hits: the alignments carry all values but E2() and the -m 9 extras
         for hit, g in zip(hits, groups):
@@ -759,7 +800,6 @@ def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: l
         hits.append(hit)
 
 
-_PLUS_ROW = methodcaller("startswith", b"+-")  # "+-" table row: more alignments of the row above
 # -m 9 table columns (after the tab) -> (Hsp attribute or extra key, type)
 _TABLE9_COLS: dict[str, tuple[str, type]] = {
     "%_id": ("identity", float),
@@ -878,9 +918,10 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
 
 
 class _HitContext:
-    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok")
+    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok",
+                 "dicts", "absent")  # fmt: skip
 
-    def __init__(self, query_id, q_dna, h_dna, translated, sequences):
+    def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False):
         self.query_id = query_id
         self.query_id_b = query_id.encode("utf-8", "replace")
         self.pattern: re.Pattern | None = None  # fast path: the layout of the last hit
@@ -889,6 +930,13 @@ class _HitContext:
         self.h_dna = h_dna
         self.translated = translated  # None, "q" or "h"
         self.sequences = sequences
+        self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
+        # the Hsp fields no alignment of this query sets, whatever the layout
+        self.absent = (
+            (() if q_dna else ("query_strand",))
+            + (() if h_dna else ("hit_strand",))
+            + (() if sequences else ("query_seq", "hit_seq"))
+        )
 
 
 def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | None:
@@ -1012,6 +1060,45 @@ _HSP_TAIL = (
 _HIT_LINE = rb"(?:>>([!-=?-~][!-~]*+)(?:[^\S\n]++([^\n]*+)|)|>--)\n"
 _LAYOUTS: dict[bytes, re.Pattern] = {}
 _FIXED_LINES: dict[re.Pattern, int] = {}
+_ABSENT: dict[re.Pattern, tuple[str, ...]] = {}
+# the Hsp field each score slot fills
+_SLOT_FIELDS = (
+    (b"frame", "frame"),
+    (b"initn", "initn_score"),
+    (b"init1", "init1_score"),
+    (b"opt", "opt_score"),
+    (b"z-score", "z_score"),
+    (b"bits", "bits"),
+    (b"expect", "evalue"),
+    (b"score", "score"),
+    (b"ident", "identity"),
+    (b"sim", "similarity"),
+    (b"overlap", "overlap"),
+)
+_HSP_FIELD_ORDER = tuple(Hsp.__slots__)  # type: ignore[attr-defined]
+
+
+_BUILDERS: dict[tuple[str, ...], Callable] = {}
+_BUILT_FIELDS = tuple(f for f in _HSP_FIELD_ORDER if f not in ("evalue2", "consensus", "extra"))
+
+
+def _dict_builder(absent: tuple[str, ...]) -> Callable:
+    """A function of the values of ``_BUILT_FIELDS`` (positional, in that order) that
+    returns ``Hsp.to_dict()`` without consensus and extra: a dict display of the fields
+    not in ``absent``, in the order of Hsp's slots.  ``absent`` lists the fields that
+    are None by construction in the fast path - the score slots its layout lacks
+    (_ABSENT), the strand of a protein side and the sequences with sequences=False
+    (_HitContext.absent) - so no value is None (tests: the same JSON as to_dict() on
+    every sample and under mutation).  Generated once per set (as namedtuple does):
+    half the cost of a display of every field followed by deletions."""
+    fn = _BUILDERS.get(absent)
+    if fn is None:
+        args = [f"v{i}" for i in range(len(_BUILT_FIELDS))]
+        items = ", ".join(f"{f!r}: {a}" for f, a in zip(_BUILT_FIELDS, args) if f not in absent)
+        namespace: dict = {}
+        exec(f"def build({', '.join(args)}):\n    return {{{items}}}\n", namespace)  # noqa: S102 - fixed names only
+        fn = _BUILDERS[absent] = namespace["build"]
+    return fn
 
 
 def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
@@ -1039,6 +1126,11 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
         pat = _LAYOUTS[sig] = re.compile(_HIT_LINE + b"".join(parts) + _HSP_TAIL)
         # lines that are always there: ">>"/">--", the score lines, 7 a side
         _FIXED_LINES[pat] = 1 + len(keys) + 14
+        # the Hsp fields this layout never sets (the dicts of parse_dicts omit them)
+        absent = {field for slot, field in _SLOT_FIELDS if slot not in by_slot}
+        if b"opt" in by_slot:
+            absent.discard("score")  # score is the optimised score when there is no xx_score
+        _ABSENT[pat] = tuple(f for f in _HSP_FIELD_ORDER if f in absent)
     return pat
 
 
@@ -1072,6 +1164,8 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     # consecutive alignments: a scanner matches each where the previous one ended
     scan = pat.scanner(buf, p).match if pat is not None else None
     fixed = _FIXED_LINES.get(pat, 0)
+    dicts = ctx.dicts
+    build = _dict_builder(_ABSENT.get(pat, ()) + ctx.absent) if dicts else None
     while True:
         m = scan() if scan is not None else None
         if m is None:  # a new layout (or an unusual alignment)
@@ -1080,6 +1174,8 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
                 break
             scan = pat.scanner(buf, p).match
             fixed = _FIXED_LINES[pat]
+            if dicts:
+                build = _dict_builder(_ABSENT[pat] + ctx.absent)
             m = scan()
             if m is None:
                 break
@@ -1180,34 +1276,54 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
                 if len(cb) < c1 - c0:
                     cb = cb.ljust(c1 - c0)
                 consensus = cb.decode("ascii", "replace")
-        # an Hsp with every field set here: object.__new__ and slot stores cost a
-        # quarter of the dataclass __init__ with 21 arguments (called via the type)
-        x = new(Hsp)
         try:
-            x.opt_score = opt = None if opt is None else int(opt)
-            x.score = opt if score is None else int(score)
-            x.initn_score = None if initn is None else int(initn)
-            x.init1_score = None if init1 is None else int(init1)
-            x.z_score = None if z is None else float(z)
-            x.bits = None if bits is None else float(bits)
-            x.evalue = None if ev is None else float(ev)
-            x.identity = None if ident is None else float(ident)
-            x.similarity = None if sim is None else float(sim)
-            x.frame = None if frame is None else frames.get(frame) or frame.strip().decode("ascii")
+            opt = None if opt is None else int(opt)
+            score = opt if score is None else int(score)
+            initn = None if initn is None else int(initn)
+            init1 = None if init1 is None else int(init1)
+            z = None if z is None else float(z)
+            bits = None if bits is None else float(bits)
+            ev = None if ev is None else float(ev)
+            ident = None if ident is None else float(ident)
+            sim = None if sim is None else float(sim)
+            frame = None if frame is None else frames.get(frame) or frame.strip().decode("ascii")
         except (ValueError, UnicodeDecodeError):
             break
-        x.evalue2 = None  # only in the best-scores table
-        x.overlap = ov
-        x.query_start = qs
-        x.query_end = qe
-        x.hit_start = hs
-        x.hit_end = he
-        x.query_strand = qstrand
-        x.hit_strand = hstrand
-        x.query_seq = qseq
-        x.hit_seq = hseq
-        x.consensus = consensus
-        x.extra = None if al_code is None else {"al_code": al_code.decode("utf-8", "replace")}
+        if dicts:
+            # Hsp.to_dict() built directly (see _dict_builder); consensus and extra,
+            # the last fields, only when present
+            x = build(score, opt, initn, init1, z, bits, ev, ident, sim, ov, frame, qs, qe, hs, he, qstrand, hstrand,
+                      qseq, hseq)  # fmt: skip
+            if consensus is not None:
+                x["consensus"] = consensus
+            if al_code is not None:
+                x["extra"] = {"al_code": al_code.decode("utf-8", "replace")}
+        else:
+            # an Hsp with every field set here: object.__new__ and slot stores cost a
+            # quarter of the dataclass __init__ with 21 arguments (called via the type)
+            x = new(Hsp)
+            x.score = score
+            x.opt_score = opt
+            x.initn_score = initn
+            x.init1_score = init1
+            x.z_score = z
+            x.bits = bits
+            x.evalue = ev
+            x.evalue2 = None  # only in the best-scores table
+            x.identity = ident
+            x.similarity = sim
+            x.overlap = ov
+            x.frame = frame
+            x.query_start = qs
+            x.query_end = qe
+            x.hit_start = hs
+            x.hit_end = he
+            x.query_strand = qstrand
+            x.hit_strand = hstrand
+            x.query_seq = qseq
+            x.hit_seq = hseq
+            x.consensus = consensus
+            x.extra = None if al_code is None else {"al_code": al_code.decode("utf-8", "replace")}
         hsps.append(x)
         if not sequences:
             hit_lines += qsq.count(b"\n") + hsq.count(b"\n")
@@ -1219,13 +1335,20 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
         if p - done > MAX_LINE:
             break  # let read_block check the length of its lines
         rank += 1
-        hit = new(Hit)  # as for the Hsp
-        hit.hit_id = hid
-        hit.rank = rank
-        hit.hit_description = desc
-        hit.hit_length = hit_len
-        hit.aligned = True
-        hit.hsps = hsps
+        if dicts:  # Hit.to_dict()
+            if desc is None:
+                hit = {"hit_id": hid, "hit_length": hit_len, "rank": rank, "aligned": True, "hsps": hsps}
+            else:
+                hit = {"hit_id": hid, "hit_description": desc, "hit_length": hit_len, "rank": rank,
+                       "aligned": True, "hsps": hsps}  # fmt: skip
+        else:
+            hit = new(Hit)  # as for the Hsp
+            hit.hit_id = hid
+            hit.rank = rank
+            hit.hit_description = desc
+            hit.hit_length = hit_len
+            hit.aligned = True
+            hit.hsps = hsps
         append_hit(hit)
         append_id(hid_b)
         hsps = None
@@ -1264,7 +1387,6 @@ def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
     return name, kv, min(p, stop)
 
 
-
 def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
     """``(start, end, strand)`` of an al_start/al_stop pair: 1-based inclusive with start <= end;
     the strand only for DNA.  None when a protein side runs backwards (malformed)."""
@@ -1273,6 +1395,7 @@ def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
     if dna:
         return b, a, "-"
     return None
+
 
 def _int(kv: dict, key: bytes, err, offset: int) -> int:
     v = kv.get(key)
