@@ -10,11 +10,16 @@ STAMP  := $(VENV)/.installed
 install: $(STAMP)
 
 # The project-local virtualenv, with exactly the pinned tree of requirements.lock.
-$(STAMP): requirements.lock pyproject.toml
+# The project itself is installed editable as a plain path entry (editable_mode=compat:
+# no import hook to load at every start-up) and byte-compiled, like the dependencies,
+# because PYTHONDONTWRITEBYTECODE environments would otherwise recompile it in every
+# process (measured: the imports of `sci-ingest parse` took 0.12 s of CPU, now 0.07 s).
+$(STAMP): requirements.lock pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e . -C editable_mode=compat
+	@$(BIN)/python -m compileall -q ingest analytics
 	@touch $@
 
 run: install
