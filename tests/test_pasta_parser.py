@@ -24,6 +24,7 @@ from ingest.parsers.pasta import parse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith((".m10", ".m10.gz")))
+GOOD = Path(__file__).resolve().parent / "data" / "pasta" / "good"  # real outputs that are not deterministic
 
 
 def read_bytes(path: Path) -> bytes:
@@ -142,7 +143,7 @@ def test_streaming_in_tiny_chunks_and_crlf(path, monkeypatch):
 
 
 @pytest.mark.parametrize("sequences", [True, False])
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SAMPLE_FILES + [GOOD / "ssearch36_z21_e2.m10"], ids=lambda p: p.name)
 def test_parse_dicts_equals_to_dict_key_for_key(path, sequences, monkeypatch):
     """parse_dicts (the fast path builds the dicts itself) gives exactly Query.to_dict():
     compared as JSON text, so the order of the keys counts too - also in 7-byte reads
@@ -441,7 +442,7 @@ def test_second_evalue_from_the_table():
     """-z 21: the best-shuffle E2() is printed only in the best-scores table (lines
     23-42 of tests/data/pasta/good/ssearch36_z21_e2.m10; shuffle-based, so this file is
     a kept fixture rather than a regenerated sample)."""
-    path = Path(__file__).resolve().parent / "data" / "pasta" / "good" / "ssearch36_z21_e2.m10"
+    path = GOOD / "ssearch36_z21_e2.m10"
     (q,) = parse_file(path)
     assert len(q.hits) == 20 and [h.aligned for h in q.hits] == [True] * 5 + [False] * 15
     first = q.hits[0].hsps[0]  # line 23: "... ( 218) 1499 293.8 1.9e-81 9.7e-105"
