@@ -56,6 +56,8 @@ BIO_PARSES = [
     "ssearch36_m9C_alt.m10",
     "ssearch36_range.m10",  # -M: our library name leaves out "(range: ...)", as Biopython's
     "ssearch36_rna.m10",
+    "ssearch36_m9i.m10",  # -m 10 -m 9i: no ">>><<<" after the query
+    "ssearch36_F10_file.m10",  # -m "F10 FILE": no ">>><<<" after each query
 ]
 BIO_RAISES = [
     "fasta36_dna_ref.m10",
@@ -68,6 +70,7 @@ BIO_RAISES = [
     "ssearch36_titin_alt.m10",
     "ssearch36_m9c.m10",  # "; al_code:" lines (-m 10 -m 9c)
     "fasta36_rna_U.m10",  # -U: "(forward-only)" on the query line
+    "ssearch36_nameless.m10",  # FASTA headers "> ID": the summary line names no query
 ]
 
 

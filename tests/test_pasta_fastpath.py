@@ -37,6 +37,7 @@ NAMES = [
     "glsearch36.m10",
     "fastx36.m10",
     "tfasty36.m10",
+    "ssearch36_F10_file.m10",
 ]
 DATA = {name: (SAMPLES / name).read_bytes() for name in NAMES}
 # bytes that matter to the layout of an alignment
@@ -105,5 +106,9 @@ def test_fast_path_takes_the_usual_alignments(monkeypatch):
     real = pasta._parse_hit
     monkeypatch.setattr(pasta, "_parse_hit", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     for name in sorted(p.name for p in SAMPLES.glob("*.m10")):
+        if name == "ssearch36_nameless.m10":
+            continue  # sequences FASTA shows without a name ("> ..") are rare: checking path
         list(pasta.parse(io.BytesIO((SAMPLES / name).read_bytes()), name))
     assert calls == []
+    list(pasta.parse(io.BytesIO((SAMPLES / "ssearch36_nameless.m10").read_bytes()), "nameless"))
+    assert len(calls) == 11  # each of its hits has a nameless query side

@@ -33,6 +33,7 @@ NAMES = [
     "concatenated_runs.m10",
     "ssearch36_m9c.m10",
     "ssearch36_m9C_alt.m10",
+    "ssearch36_F10_file.m10",
 ]
 DATA = {name: (SAMPLES / name).read_bytes() for name in NAMES}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.errors import ParseError
 from ingest.parsers.pasta import parse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
@@ -181,3 +182,58 @@ def test_m9_extras_survive_without_sequences(name):
     lean = list(parse(io.BytesIO((SAMPLES / name).read_bytes()), name, sequences=False))
     for a, b in zip(full, lean, strict=True):
         assert [x.extra for h in a.hits for x in h.hsps] == [x.extra for h in b.hits for x in h.hsps]
+
+
+def _without_command(d: dict) -> dict:
+    d = dict(d, params=dict(d.get("params") or {}))
+    d.pop("command", None)
+    d["params"].pop("pg_argv", None)
+    return d
+
+
+def test_F10_file_has_no_query_terminators_and_parses_like_stdout():
+    """-m "F10 FILE" writes no ">>><<<": query 2 starts at line 366 right after the
+    last alignment of query 1, and query 3 (no hits, no "!!" line) is followed at line
+    438 by query 4.  The search is the one of ssearch36_prot_multi.m10 (stdout -m 10),
+    so everything but the command line is the same."""
+    f10 = load("ssearch36_F10_file.m10")
+    multi = load("ssearch36_prot_multi.m10")
+    assert [q.query_id for q in f10] == ["GTT1_DROME", "sp|P62158|CALM_HUMAN", "H10_HUMAN", "sp|P10649|GSTM1_MOUSE"]
+    assert [len(q.hits) for q in f10] == [9, 1, 0, 7]
+    assert f10[0].command.startswith('ssearch36 -m "F10 ssearch36_F10_file.m10"')
+    assert [_without_command(q.to_dict()) for q in f10] == [_without_command(q.to_dict()) for q in multi]
+
+
+def test_m9i_table_columns_and_no_query_terminator():
+    (q,) = load("ssearch36_m9i.m10")
+    # table lines 20-26: "%_id %_sim alen" are plain columns; -d 3: three aligned hits
+    assert [(h.hit_id, h.aligned, len(h.hsps)) for h in q.hits] == [
+        ("GT8.7", True, 1), ("OKBO2C", True, 1), ("FEPE", True, 2),
+        ("CCHU", False, 1), ("K3HU", False, 1), ("K1HUAG", False, 1),
+    ]  # fmt: skip
+    # line 24: CCHU | 1 | Cytochrome c - Human     ( 105)   47 18.2     0.8 0.310 0.548   42
+    cchu = q.hits[3].hsps[0]
+    assert (cchu.opt_score, cchu.bits, cchu.evalue) == (47, 18.2, 0.8)
+    assert (cchu.identity, cchu.similarity, cchu.overlap) == (0.310, 0.548, 42)
+
+
+def test_missing_query_terminator_is_still_damage_in_plain_m10_runs():
+    """Only runs whose command line asks for such output may leave out ">>><<<"."""
+    text = (SAMPLES / "ssearch36_prot_multi.m10").read_bytes()
+    cut = text.replace(b">>><<<\n", b"", 1)
+    with pytest.raises(ParseError) as err:
+        list(parse(io.BytesIO(cut), "spliced.m10"))
+    assert err.value.line is not None and err.value.source == "spliced.m10"
+
+
+def test_headers_with_a_space_after_the_gt_sign():
+    """'> GTT1_DROME ...' (query) and '>  CCHU ...' (library): FASTA shows no name for
+    them - line 32 '>>>, 209 aa vs ...', line 54 '> ..', line 20 '  GT8.7 | 266 ...' -
+    so the ids come from the first word; the search is the one of ssearch36_prot.m10."""
+    (q,) = load("ssearch36_nameless.m10")
+    (plain,) = load("ssearch36_prot.m10")
+    assert q.query_id == "GTT1_DROME" and q.query_description.startswith("GLUTATHIONE S-TRANSFERASE 1-1")
+    assert [h.hit_id for h in q.hits] == [h.hit_id for h in plain.hits]
+    assert q.hits[0].hit_id == "GT8.7" and q.hits[0].hit_description == "| 266 | transl. of pa875.con, 19 to 675"
+    for a, b in zip(q.hits, plain.hits, strict=True):
+        assert [x.to_dict() for x in a.hsps] == [x.to_dict() for x in b.hsps]

@@ -1,16 +1,21 @@
 r"""Parser for FASTA-suite ``-m 10`` output ("PASTA"): ssearch36, fasta36, ggsearch36,
 glsearch36, lalign36, fastx36, fasty36, tfastx36, tfasty36.
 
-Entry point (registered as format ``"pasta"`` in :mod:`ingest.parsers`)::
+Entry points::
 
     parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
           warn: Callable[[str], None] | None = None) -> Iterator[Query]
+    parse_dicts(handle, source="<stream>", *, sequences=True, warn=None) -> Iterator[dict]
+
+``parse_dicts`` (registered as format ``"pasta"`` in :mod:`ingest.parsers`; the CLI and
+the loader use it) yields exactly ``Query.to_dict()`` - same keys in the same order -
+without building the objects first: its fast path builds the dicts of the hits itself.
 
 * Pure and streaming: it reads only the binary ``handle`` it is given (the caller
   opens the file and gunzips ``.gz``), in 1 MiB chunks, and holds one query block
   (in fact one hit block plus the hits parsed so far) at a time.
-* Yields one :class:`ingest.model.Query` per query block (``  N>>>`` ... ``>>><<<``),
-  in file order.  Files made by concatenating several runs are accepted.
+* Yields one :class:`ingest.model.Query` (or its dict) per query block (``  N>>>`` ...
+  ``>>><<<``), in file order.  Files made by concatenating several runs are accepted.
 * A complete file ends with ``>>>///``.  Queries completed before a point of damage
   are yielded; the damaged one never is: the parser then raises
   :class:`ingest.errors.ParseError` ``(reason, source=source, line=N)`` with the
@@ -181,6 +186,11 @@ _LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range:
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
 _INT = re.compile(rb"\s*[-+]?\d+\s*")
 # the line after the best-scores table: blank (or white space) or a ">>>" line
+# "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
+# in a run whose command line has such a -m option, the next query line or ">>>///" ends
+# a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
+_UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
+_NEXT_QUERY = re.compile(rb"\n[ \t]*\d+>>>")  # a query line (in a run without ">>><<<")
 _ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>)")
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 _FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
@@ -225,6 +235,10 @@ _TABLE_COLS: dict[str, tuple[str, type]] = {
     "z-sc": ("z_score", float),
     "bits": ("bits", float),
     "E2()": ("evalue2", float),
+    # -m 9i / 9I: identity, similarity and alignment length in the main columns (no tab)
+    "%_id": ("identity", float),
+    "%_sim": ("similarity", float),
+    "alen": ("overlap", int),
 }
 
 
@@ -243,7 +257,7 @@ def _typed(value: str):
 class _Reader:
     """Chunked reader over a binary handle that tracks line numbers."""
 
-    __slots__ = ("handle", "source", "buf", "pos", "line_no", "eof")
+    __slots__ = ("handle", "source", "buf", "pos", "line_no", "eof", "_before")
 
     def __init__(self, handle: BinaryIO, source: str):
         self.handle = handle
@@ -252,6 +266,7 @@ class _Reader:
         self.pos = 0
         self.line_no = 0  # lines fully consumed before ``pos``
         self.eof = False
+        self._before = (0, 0)  # (pos, line_no) before the last readline, for unread()
 
     def error(self, reason: str, line: int | None = None) -> ParseError:
         return ParseError(reason, source=self.source, line=self.line_no + 1 if line is None else line)
@@ -275,6 +290,11 @@ class _Reader:
             self.buf += chunk
         return True
 
+    def unread(self) -> None:
+        """Give back the line the last readline() returned (call right after it: the
+        line is still in the buffer before ``pos``, since only a read refills it)."""
+        self.pos, self.line_no = self._before
+
     def readline(self) -> bytes | None:
         """The next line without its line end, or None at the end of the input."""
         start = self.pos
@@ -285,6 +305,7 @@ class _Reader:
                 if e - self.pos > MAX_LINE:
                     raise self.error(f"line longer than {MAX_LINE} bytes")
                 line = buf[self.pos : e]
+                self._before = (self.pos, self.line_no)  # after any refill moved the line
                 self.pos = e + 1
                 self.line_no += 1
                 return line[:-1] if line.endswith(b"\r") else line
@@ -295,6 +316,7 @@ class _Reader:
                 if self.pos >= len(self.buf):
                     return None
                 line = self.buf[self.pos :]
+                self._before = (self.pos, self.line_no)
                 self.pos = len(self.buf)
                 self.line_no += 1
                 return line[:-1] if line.endswith(b"\r") else line
@@ -357,8 +379,9 @@ class _Reader:
                 raise self.error(f"line longer than {MAX_LINE} bytes", first + block.count(b"\n", 0, p))
             p = e + 1
 
-    def read_block(self) -> tuple[bytes, int]:
-        """The lines from here to the next line starting with ``>>`` (exclusive).
+    def read_block(self, unterminated: bool = False) -> tuple[bytes, int]:
+        """The lines from here to the next line starting with ``>>`` (exclusive) or,
+        if ``unterminated`` (a run without ``>>><<<``), to the next query line.
 
         Returns the block (every line of it ends with ``\\n``) and the line number of
         its first line."""
@@ -367,6 +390,10 @@ class _Reader:
         while True:
             buf = self.buf
             e = buf.find(b"\n>>", search)
+            if unterminated:
+                m = _NEXT_QUERY.search(buf, search, len(buf) if e < 0 else e)
+                if m is not None:
+                    e = m.start()
             if e >= 0:
                 block = buf[self.pos : e + 1]
                 if len(block) > MAX_LINE:
@@ -376,7 +403,10 @@ class _Reader:
                 return block, first
             if len(buf) - self.pos > MAX_BLOCK:
                 raise self.error(f"hit block larger than {MAX_BLOCK} bytes without a '>>' line")
-            search = max(len(buf) - 2, self.pos + 1) - self.pos
+            restart = len(buf) - 2  # "\n>" at the end may start a "\n>>"
+            if unterminated:  # a query line may be cut anywhere: look at its line again
+                restart = min(restart, buf.rfind(b"\n", self.pos + 1))
+            search = max(restart, self.pos + 1) - self.pos
             if not self._fill():
                 block = self.buf[self.pos :]
                 if len(block) > MAX_LINE:
@@ -405,7 +435,7 @@ def _decode(raw: bytes, what: str, source: str, line: int, warn) -> str:
 class _Run:
     """What the header of the current run says."""
 
-    __slots__ = ("index", "program", "version", "command", "queries", "complete")
+    __slots__ = ("index", "program", "version", "command", "queries", "complete", "unterminated")
 
     def __init__(self, index: int):
         self.index = index
@@ -414,6 +444,8 @@ class _Run:
         self.command: str | None = None
         self.queries = 0
         self.complete = False
+        # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
+        self.unterminated = False
 
 
 def parse(
@@ -488,6 +520,7 @@ def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False) -> Iterator:
             if run.queries or run.complete:
                 run = _Run(run.index + 1)
             run.command = _decode(line[2:].strip(), "command line", source, r.line_no, warn)
+            run.unterminated = _UNTERMINATED.search(run.command) is not None
             prog = run.command.split(None, 1)[0] if run.command else ""
             run.program = prog.rsplit("/", 1)[-1] or None
             continue
@@ -536,9 +569,11 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     source = r.source
     qline = r.line_no
     text = _decode(m.group(2), "query description", source, qline, warn)
-    parts = text.split(None, 1)
-    if not parts:
-        raise r.error("query line without an id", qline)
+    # a FASTA header with a space after ">" has no name for FASTA: its summary line
+    # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
+    # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
+    nameless = not text or text[0].isspace()
+    parts = text.split(None, 1) or [""]
     q = Query(
         query_id=parts[0],
         query_index=query_index,
@@ -567,6 +602,10 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line.startswith(b">>><<<"):
             _finish(r, q, run, unit, table, [], warn)
             return q.to_dict() if dicts else q
+        if run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line)):
+            r.unread()  # the end of this query without '>>><<<' (-m F10, -m 9i)
+            _finish(r, q, run, unit, table, [], warn)
+            return q.to_dict() if dicts else q
         if line.startswith(b">>>///"):
             raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
         if line.startswith(b">>>"):
@@ -574,7 +613,8 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             if sm is None:
                 raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
             sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
-            if sid != q.query_id and sid != q.query_id + "-":  # "ID-": -i (reverse complement)
+            if sid != q.query_id and sid != q.query_id + "-" and not (nameless and sid in ("", "-")):
+                # "ID-": -i (reverse complement); "": a query without a name (see above)
                 raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
             if q.library is None:
                 q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
@@ -638,7 +678,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     # table-only hits)
     hit_dicts = dicts and (table is None or _table_keeps_hits(table))
     ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
-                      hit_dicts)  # fmt: skip
+                      hit_dicts, run.unterminated)  # fmt: skip
     slow_next = False  # the hit at r.pos goes to the checking path
     while True:
         buf, pos = r.buf, r.pos
@@ -660,7 +700,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
                     r.pos = end
                     continue
             slow_next = False
-            block, first = r.read_block()
+            block, first = r.read_block(run.unterminated)
             hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
             hits.append(hit.to_dict() if hit_dicts else hit)
             ids.append(hit.hit_id.encode("utf-8", "replace"))
@@ -672,6 +712,9 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             break
         if not line.strip():
             continue
+        if run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line)):
+            r.unread()  # the end of this query without '>>><<<' (-m F10, -m 9i)
+            break
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
     _finish(r, q, run, unit, table, hits, warn, ids, hit_dicts)
     if hit_dicts:
@@ -736,7 +779,7 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
         # each row starts with its hit's id (ids have no spaces: then the row's first
         # word contains the id, which _check_row_ids accepts)
         if not all(map(bytes.startswith, rows[:n_al], ids)):
-            row_ids = [raw.partition(b" ")[0] for raw in rows[:n_al]]
+            row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows[:n_al]]
             _check_row_ids(r, q, ids, row_ids, [row1 + i for i in range(n_al)])
         if e2:
             for i in range(n_al):
@@ -779,7 +822,7 @@ def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: l
             row1 + len(rows) - 1,
         )
     qtype, ltype = q.query_type, q.library_type
-    row_ids = [rows[g[0]].partition(b" ")[0] for g in groups[:n_al]]
+    row_ids = [rows[g[0]].lstrip().partition(b" ")[0] for g in groups[:n_al]]
     if row_ids != ids:
         _check_row_ids(r, q, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
     if cols9 is not None or e2:
@@ -919,9 +962,9 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
 
 class _HitContext:
     __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok",
-                 "dicts", "absent")  # fmt: skip
+                 "dicts", "absent", "unterminated")  # fmt: skip
 
-    def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False):
+    def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False, unterminated=False):
         self.query_id = query_id
         self.query_id_b = query_id.encode("utf-8", "replace")
         self.pattern: re.Pattern | None = None  # fast path: the layout of the last hit
@@ -931,6 +974,7 @@ class _HitContext:
         self.translated = translated  # None, "q" or "h"
         self.sequences = sequences
         self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
+        self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
         # the Hsp fields no alignment of this query sets, whatever the layout
         self.absent = (
             (() if q_dna else ("query_strand",))
@@ -1049,11 +1093,13 @@ _SCORE_SLOTS = (
 _SCORE_KEYS = re.compile(rb"^; ([a-z]+_)((?:s-w |n-w )?)([^:\n]+):", re.M)
 # after the score lines: query side, library side, optional consensus, optional
 # "; al_code:" line (-m 9c), blank lines (group 27), and a look at the next line: ">--"
-# alternate alignment (group 28 set), ">>>" end of the query (group 29 is ">") or
-# ">>" next hit (group 29 is empty); anything else (or the end of the buffer) fails
+# alternate alignment (group 28 set), ">>>" end of the query (group 29 is ">"), ">>"
+# next hit (group 29 is empty) or a query line "  N>>>" (group 30 set: the end of the
+# query in runs without ">>><<<", damage elsewhere); anything else (or the end of the
+# buffer) fails
 _HSP_TAIL = (
     _QSIDE_FAST + _SEQ_LINES + _SIDE_FAST + _SEQ_LINES + rb"(?:; al_cons:\n" + _SEQ_LINES + rb"|)"
-    rb"(?:; al_code: ([^\n]*+)\n|)(\n*+)(?=>(?:(-)-\n|>(>?)))"
+    rb"(?:; al_code: ([^\n]*+)\n|)(\n*+)(?=>(?:(-)-\n|>(>?))|[ \t]*+\d++(>)>>)"
 )
 # ">>ID DESCRIPTION" (ID: printable ASCII, not starting with ">"; then the rest as
 # split(None, 1) leaves it, to be stripped) or ">--" (alternate alignment)
@@ -1109,7 +1155,7 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     14-17 the query side's name, al_start, al_stop, al_display_start, 18 its sequence
     lines, 19-23 the library side's name, sq_len, al_start, al_stop, al_display_start,
     24 its sequence lines, 25 the consensus lines (None when absent), 26 the
-    ``; al_code:`` value (None when absent), 27 the blank lines after it, 28-29 what
+    ``; al_code:`` value (None when absent), 27 the blank lines after it, 28-30 what
     follows (see _HSP_TAIL).  None if the alignment is unusual."""
     nl = buf.find(b"\n", p)
     if nl < 0:
@@ -1165,6 +1211,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     scan = pat.scanner(buf, p).match if pat is not None else None
     fixed = _FIXED_LINES.get(pat, 0)
     dicts = ctx.dicts
+    unterminated = ctx.unterminated
     build = _dict_builder(_ABSENT.get(pat, ()) + ctx.absent) if dicts else None
     while True:
         m = scan() if scan is not None else None
@@ -1180,7 +1227,10 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             if m is None:
                 break
         (new_id, new_desc, frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
-         qname, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons, al_code, blank, alternate, end) = m.groups()
+         qname, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons, al_code, blank, alternate, end,
+         next_query) = m.groups()
+        if next_query is not None and not unterminated:
+            break  # a query line right after an alignment: damage, for the checking path
         if new_id is not None:  # a ">>" line: a new hit (its id is printable ASCII)
             if hsps is not None:
                 break
@@ -1354,7 +1404,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
         hsps = None
         done = p
         n_lines += hit_lines
-        if end or p >= stop:  # ">>>": end of the query
+        if end or next_query or p >= stop:  # ">>>" or "  N>>>": end of the query
             slow = False
             break
     ctx.pattern = pat
@@ -1385,6 +1435,15 @@ def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
         kv[key] = val
         p = e + 1
     return name, kv, min(p, stop)
+
+
+def _side_names(name: bytes, seq_id: bytes) -> bool:
+    """True if the ``>NAME ..`` line of an alignment side names the sequence ``seq_id``:
+    NAME is a piece of the id, or FASTA printed none (``> ..``)."""
+    if name[:1] in (b" ", b"\t"):
+        return name.strip() in (b"", b"..")
+    first = name.split(None, 1)[0] if name.strip() else b""
+    return bool(first) and first in seq_id
 
 
 def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
@@ -1490,12 +1549,11 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     if tail >= 0 and block[tail:stop].strip():
         i = tail + 1 + len(block[tail:stop]) - len(block[tail:stop].lstrip())
         raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
-    qn = qname.split(None, 1)[0] if qname.strip() else b""
-    # FASTA shows at most -C characters of the name and drops a leading "gi|NNN|"
-    if not qn or qn not in ctx.query_id_b:
+    # FASTA shows at most -C characters of the name and drops a leading "gi|NNN|"; a
+    # sequence whose FASTA header starts with a space has no name: "> .."
+    if not _side_names(qname, ctx.query_id_b):
         raise err(f"alignment side names {qname[:40]!r}, not the query {ctx.query_id!r}", qh + 1)
-    hn = hname.split(None, 1)[0] if hname.strip() else b""
-    if not hn or hn not in hit_id.encode("utf-8", "replace"):
+    if not _side_names(hname, hit_id.encode("utf-8", "replace")):
         raise err(f"alignment side names {hname[:40]!r}, not the hit {hit_id!r}", hh + 1)
 
     q0 = _int(qkv, b"al_start", err, qh + 1)

@@ -55,6 +55,9 @@ cat inputs/gtt1_drome.aa inputs/mchu.aa inputs/h10_human.aa inputs/mgstm1.aa > i
 # two DNA queries, one given reverse-complemented (mgstm1.rev)
 cat inputs/mgstm1.nt inputs/mgstm1.rev > inputs/dna_queries.fna
 # two RNA fragments (U for T) of mgstm1.nt: residues 1-240 and 301-420
+# FASTA headers with a space after ">": FASTA gives such sequences no name
+sed '1s/^>/> /' inputs/gtt1_drome.aa > inputs/nameless_query.aa
+sed -E 's/^>(CCHU|K3HU|GT8\.7) />  \1 /' inputs/prot_test.lib > inputs/prot_test_nameless.lib
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -107,6 +110,12 @@ run ssearch36_full_seq.m10        ssearch36 -m 10 -T 1 -z 3 -a -w 80 -E 1 inputs
 run ssearch36_range.m10           ssearch36 -m 10 -T 1 -z 3 -M 200-250 inputs/gtt1_drome.aa inputs/prot_lib.fa
 run ssearch36_rna.m10             ssearch36 -m 10 -T 1 -z 3 -n inputs/rna_frags.fna inputs/gst.nlib
 run fasta36_rna_U.m10             fasta36 -m 10 -T 1 -z 3 -U inputs/rna_frags.fna inputs/gst.nlib
+run ssearch36_nameless.m10        ssearch36 -m 10 -T 1 -z 3 inputs/nameless_query.aa inputs/prot_test_nameless.lib
+run ssearch36_m9i.m10             ssearch36 -m 10 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib
+
+# -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
+ssearch36 -m "F10 ssearch36_F10_file.m10" -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa > /dev/null
+echo "ssearch36_F10_file.m10: ssearch36 -m \"F10 ssearch36_F10_file.m10\" -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa"
 
 # ---- a gzip-compressed sample (gzip -n: no name/time stamp, so the bytes are stable)
 ssearch36 -m 10 -T 1 -z 3 -E 1 inputs/prot_queries.fa inputs/mu.lib | gzip -n -9 > ssearch36_mu.m10.gz
