@@ -71,6 +71,7 @@ BIO_RAISES = [
     "ssearch36_m9c.m10",  # "; al_code:" lines (-m 10 -m 9c)
     "fasta36_rna_U.m10",  # -U: "(forward-only)" on the query line
     "ssearch36_nameless.m10",  # FASTA headers "> ID": the summary line names no query
+    "ssearch36_annot_m9c.m10",  # "; al_code:" lines (-m 10 -m 9c)
 ]
 
 

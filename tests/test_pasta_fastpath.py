@@ -38,6 +38,7 @@ NAMES = [
     "fastx36.m10",
     "tfasty36.m10",
     "ssearch36_F10_file.m10",
+    "ssearch36_annot_m9c.m10",
 ]
 DATA = {name: (SAMPLES / name).read_bytes() for name in NAMES}
 # bytes that matter to the layout of an alignment

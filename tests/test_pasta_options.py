@@ -237,3 +237,18 @@ def test_headers_with_a_space_after_the_gt_sign():
     assert q.hits[0].hit_id == "GT8.7" and q.hits[0].hit_description == "| 266 | transl. of pa875.con, 19 to 675"
     for a, b in zip(q.hits, plain.hits, strict=True):
         assert [x.to_dict() for x in a.hsps] == [x.to_dict() for x in b.hsps]
+
+
+def test_annotations_with_m9c():
+    """-V "*@": line 83 '; al_code_ann: |*X:60Gz67S|@X:120K=122K' follows the '; al_code:'
+    line of GT8.7; table-only rows carry it after a third tab (line 29, RKMDS)."""
+    (q,) = load("ssearch36_annot_m9c.m10")
+    assert [h.hit_id for h in q.hits if h.aligned] == ["GT8.7", "OKBO2C", "FEPE", "CCHU", "K3HU", "K1HUAG"]
+    gt = q.hits[0].hsps[0].extra
+    assert gt["al_code"] == "=45-4=15-1=4-2=46-2=2+3=10+3=8" and gt["al_code_ann"] == "|*X:60Gz67S|@X:120K=122K"
+    assert q.hits[4].hsps[0].extra["al_code_ann"] == "|@X:120K<10F"  # line 254
+    assert "al_code_ann" not in q.hits[5].hsps[0].extra  # K1HUAG: no annotated residue aligned
+    rkmds = next(h for h in q.hits if h.hit_id == "RKMDS")
+    assert not rkmds.aligned
+    assert rkmds.hsps[0].extra == {"sw": 41, "gapq": 4, "gapl": 1, "fs": 0, "al_code": "=11+4=6-1=9",
+                                   "al_code_ann": "|*X:60G=109G"}

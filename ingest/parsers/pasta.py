@@ -156,7 +156,8 @@ extra           any other ``xx_*`` line of the alignment, typed as for ``params`
                 ``-m 10 -m 9*``: ``sw``, ``gapq``, ``gapl``, ``fs`` (ints, from the table
                 row, for aligned hits too) and ``al_code``: the encoded alignment as
                 printed - ``; al_code:`` (9c), else the table's last column (9c: FASTA
-                code, 9C: CIGAR, 9B: BTOP)
+                code, 9C: CIGAR, 9B: BTOP); with ``-V`` also ``al_code_ann``: where the
+                annotated residues are (``; al_code_ann:``, or the table's third tab column)
 =============== ======================================================================
 """
 
@@ -954,9 +955,11 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
             setattr(hsp, side + "_start", oriented[0])
             setattr(hsp, side + "_end", oriented[1])
             setattr(hsp, side + "_strand", oriented[2])
-    code = code.strip()
+    code, _, ann = code.strip().partition(b"\t")  # -V: annotations after a third tab
     if code:
         extra["al_code"] = code.decode("utf-8", errors="replace")
+    if ann.strip():
+        extra["al_code_ann"] = ann.strip().decode("utf-8", errors="replace")
     hsp.extra = extra or None
 
 
@@ -1092,14 +1095,14 @@ _SCORE_SLOTS = (
 )
 _SCORE_KEYS = re.compile(rb"^; ([a-z]+_)((?:s-w |n-w )?)([^:\n]+):", re.M)
 # after the score lines: query side, library side, optional consensus, optional
-# "; al_code:" line (-m 9c), blank lines (group 27), and a look at the next line: ">--"
-# alternate alignment (group 28 set), ">>>" end of the query (group 29 is ">"), ">>"
-# next hit (group 29 is empty) or a query line "  N>>>" (group 30 set: the end of the
-# query in runs without ">>><<<", damage elsewhere); anything else (or the end of the
-# buffer) fails
+# "; al_code:" line (-m 9c) and "; al_code_ann:" line after it (-V), blank lines (group
+# 28), and a look at the next line: ">--" alternate alignment (group 29 set), ">>>" end
+# of the query (group 30 is ">"), ">>" next hit (group 30 is empty) or a query line
+# "  N>>>" (group 31 set: the end of the query in runs without ">>><<<", damage
+# elsewhere); anything else (or the end of the buffer) fails
 _HSP_TAIL = (
     _QSIDE_FAST + _SEQ_LINES + _SIDE_FAST + _SEQ_LINES + rb"(?:; al_cons:\n" + _SEQ_LINES + rb"|)"
-    rb"(?:; al_code: ([^\n]*+)\n|)(\n*+)(?=>(?:(-)-\n|>(>?))|[ \t]*+\d++(>)>>)"
+    rb"(?:; al_code: ([^\n]*+)\n(?:; al_code_ann: ([^\n]*+)\n)?|)(\n*+)(?=>(?:(-)-\n|>(>?))|[ \t]*+\d++(>)>>)"
 )
 # ">>ID DESCRIPTION" (ID: printable ASCII, not starting with ">"; then the rest as
 # split(None, 1) leaves it, to be stripped) or ">--" (alternate alignment)
@@ -1155,8 +1158,8 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     14-17 the query side's name, al_start, al_stop, al_display_start, 18 its sequence
     lines, 19-23 the library side's name, sq_len, al_start, al_stop, al_display_start,
     24 its sequence lines, 25 the consensus lines (None when absent), 26 the
-    ``; al_code:`` value (None when absent), 27 the blank lines after it, 28-30 what
-    follows (see _HSP_TAIL).  None if the alignment is unusual."""
+    ``; al_code:`` value and 27 the ``; al_code_ann:`` value (None when absent), 28 the
+    blank lines after them, 29-31 what follows (see _HSP_TAIL).  None if the alignment is unusual."""
     nl = buf.find(b"\n", p)
     if nl < 0:
         return None
@@ -1227,7 +1230,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             if m is None:
                 break
         (new_id, new_desc, frame, initn, init1, opt, z, bits, ev, score, ident, sim, overlap,
-         qname, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons, al_code, blank, alternate, end,
+         qname, q0, q1, qds, qsq, hname, hlen, h0, h1, hds, hsq, cons, al_code, ann, blank, alternate, end,
          next_query) = m.groups()
         if next_query is not None and not unterminated:
             break  # a query line right after an alignment: damage, for the checking path
@@ -1274,7 +1277,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             break
         ov = None if overlap is None else int(overlap)
         qseq = hseq = consensus = None
-        hit_lines += fixed + len(blank) + (al_code is not None)
+        hit_lines += fixed + len(blank) + (al_code is not None) + (ann is not None)
         if sequences:
             qdisp = qsq.replace(b"\n", b"")
             hdisp = hsq.replace(b"\n", b"")
@@ -1347,7 +1350,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             if consensus is not None:
                 x["consensus"] = consensus
             if al_code is not None:
-                x["extra"] = {"al_code": al_code.decode("utf-8", "replace")}
+                x["extra"] = _code_extra(al_code, ann)
         else:
             # an Hsp with every field set here: object.__new__ and slot stores cost a
             # quarter of the dataclass __init__ with 21 arguments (called via the type)
@@ -1373,7 +1376,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             x.query_seq = qseq
             x.hit_seq = hseq
             x.consensus = consensus
-            x.extra = None if al_code is None else {"al_code": al_code.decode("utf-8", "replace")}
+            x.extra = None if al_code is None else _code_extra(al_code, ann)
         hsps.append(x)
         if not sequences:
             hit_lines += qsq.count(b"\n") + hsq.count(b"\n")
@@ -1435,6 +1438,17 @@ def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
         kv[key] = val
         p = e + 1
     return name, kv, min(p, stop)
+
+
+_ANN_LINE = b"\n; al_code_ann: "
+
+
+def _code_extra(code: bytes, ann: bytes | None) -> dict:
+    """Hsp.extra of the ``; al_code:`` and ``; al_code_ann:`` values (-m 9c, -V)."""
+    extra = {"al_code": code.decode("utf-8", "replace")}
+    if ann is not None:
+        extra["al_code_ann"] = ann.decode("utf-8", "replace")
+    return extra
 
 
 def _side_names(name: bytes, seq_id: bytes) -> bool:
@@ -1531,12 +1545,20 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
         code = block[code_at + 11 : e]
         if code and not code.startswith(b" "):
             raise err(f"malformed '; key: value' line: {block[code_at + 1 : e][:60]!r}", code_at + 1)
+        ann = None
+        if block.startswith(_ANN_LINE, e):  # -V: where the annotated residues are
+            a = block.find(b"\n", e + 1, stop)
+            a = stop if a < 0 else a
+            ann = block[e + len(_ANN_LINE) : a].decode("utf-8", errors="replace")
+            e = a
         if block[e:stop].strip():
             i = e + len(block[e:stop]) - len(block[e:stop].lstrip())
             raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
         if extra is None:
             hsp.extra = extra = {}
         extra["al_code"] = code[1:].decode("utf-8", errors="replace")
+        if ann is not None:
+            extra["al_code_ann"] = ann
         stop = code_at + 1
     cons_at = block.find(b"\n; al_cons:", hh + 2, stop)
     hend = stop if cons_at < 0 else cons_at

@@ -58,6 +58,9 @@ cat inputs/mgstm1.nt inputs/mgstm1.rev > inputs/dna_queries.fna
 # FASTA headers with a space after ">": FASTA gives such sequences no name
 sed '1s/^>/> /' inputs/gtt1_drome.aa > inputs/nameless_query.aa
 sed -E 's/^>(CCHU|K3HU|GT8\.7) />  \1 /' inputs/prot_test.lib > inputs/prot_test_nameless.lib
+# -V annotations: "*" and "@" after residues 60 and 120 of GTT1_DROME
+seq=$(sed 1d inputs/gtt1_drome.aa | tr -d '\n ')
+printf ">GTT1_ann annotated\n%s*%s@%s\n" "${seq:0:60}" "${seq:60:60}" "${seq:120}" > inputs/annot.aa
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -111,6 +114,7 @@ run ssearch36_range.m10           ssearch36 -m 10 -T 1 -z 3 -M 200-250 inputs/gt
 run ssearch36_rna.m10             ssearch36 -m 10 -T 1 -z 3 -n inputs/rna_frags.fna inputs/gst.nlib
 run fasta36_rna_U.m10             fasta36 -m 10 -T 1 -z 3 -U inputs/rna_frags.fna inputs/gst.nlib
 run ssearch36_nameless.m10        ssearch36 -m 10 -T 1 -z 3 inputs/nameless_query.aa inputs/prot_test_nameless.lib
+run ssearch36_annot_m9c.m10       ssearch36 -m 10 -m 9c -T 1 -z 3 -V "*@" -b 10 -d 6 inputs/annot.aa inputs/prot_test.lib
 run ssearch36_m9i.m10             ssearch36 -m 10 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib
 
 # -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
