@@ -252,3 +252,18 @@ def test_annotations_with_m9c():
     assert not rkmds.aligned
     assert rkmds.hsps[0].extra == {"sw": 41, "gapq": 4, "gapl": 1, "fs": 0, "al_code": "=11+4=6-1=9",
                                    "al_code_ann": "|*X:60G=109G"}
+
+
+def test_long_library_sequence_searched_in_pieces():
+    """-N 2000 on a 6657-nt sequence: line 72-76 '; sq_len: 1990', '; sq_offset: 1841',
+    '; al_start: 2501', '; al_stop: 3157' (a piece; coordinates in the whole sequence);
+    line 20 of the table: '(6657)'.  Every piece is its own row and hit, all of them
+    with the whole sequence's length; the alignment is where pGT875 was inserted."""
+    (q,) = load("ssearch36_dna_pieces.m10")
+    assert len(q.hits) == 7 and all(h.aligned and h.hit_id == "chrT" for h in q.hits)
+    assert {h.hit_length for h in q.hits} == {6657}
+    top = q.hits[0].hsps[0]
+    assert (top.hit_start, top.hit_end, top.hit_strand, top.query_start, top.query_end) == (2501, 3157, "+", 1, 657)
+    assert top.identity == 1.0 and top.query_seq == top.hit_seq
+    # row 2 (line 21) is a first piece: "; sq_offset: 1" with sq_len 1990 (line 130)
+    assert q.hits[1].hit_length == 6657

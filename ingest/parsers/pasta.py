@@ -113,7 +113,9 @@ hit_id          first word of the ``>>`` line; for table-only hits the first wor
                 the table row (the table truncates long descriptions, so a very long
                 id may be cut)
 hit_description rest of the ``>>`` line (table row text for table-only hits)
-hit_length      ``; sq_len:`` of the library side (table ``(LEN)`` for table-only hits)
+hit_length      ``; sq_len:`` of the library side, or the table's ``(LEN)`` where that is
+                larger (a long sequence searched in pieces, see below; table-only hits:
+                the table's)
 rank            1-based position in the best-scores table (alignment order if no table;
                 ``+-`` rows are not counted: they belong to the sequence above)
 aligned         False for hits only in the best-scores table (shown rows > ``-d``)
@@ -123,6 +125,13 @@ hsps            the ``>>`` alignment and its ``>--`` alternates, in file order;
 =============== ======================================================================
 
 A DNA search lists a library sequence once per strand/frame: each row is its own Hit.
+A long library sequence is searched in overlapping pieces (by default beyond about
+150,000 nt of DNA; ``-N`` sets the size): the table lists each piece that scores as a
+row, so each is its own Hit; its alignment shows the piece (``; sq_len:`` its length,
+``; sq_offset:`` its start) but counts coordinates in the whole sequence, whose length
+the table gives.  Coordinates are always as FASTA prints them: with a query subrange
+(``q.fa:20-120``) they count in the whole query while ``query_length`` is the
+subrange's (101); ``-o`` offsets shift them as asked.
 
 Hsp (``xx_`` is the program's prefix: ``sw_``, ``fa_``, ``bs_``, ``gnw_``, ``lsw_``,
 ``fx_``, ``fy_``, ``tfx_``, ``tfy_``; table-only hits take the same values from the
@@ -766,7 +775,7 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
         cols, cols9, rows, row1, plus = table
         e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
         if cols9 is not None or plus:
-            _finish_rows(r, q, cols, cols9, rows, row1, hits, ids, warn, e2)
+            _finish_rows(r, q, cols, cols9, rows, row1, hits, ids, warn, e2, dicts)
             q.hits = hits
             return
         n_al = len(hits)
@@ -782,6 +791,7 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
         if not all(map(bytes.startswith, rows[:n_al], ids)):
             row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows[:n_al]]
             _check_row_ids(r, q, ids, row_ids, [row1 + i for i in range(n_al)])
+        _whole_lengths(hits, rows[:n_al], dicts)
         if e2:
             for i in range(n_al):
                 x = hits[i].hsps[0]
@@ -794,6 +804,32 @@ def _finish(r, q: Query, run: _Run, unit: bytes, table: tuple | None, hits: list
     q.hits = hits  # ranks: aligned hits get theirs when parsed
 
 
+def _whole_lengths(hits: list, rows: list[bytes], dicts: bool) -> None:
+    """Give the aligned ``hits`` the length of their table ``rows`` (one each, without
+    their -m 9 part) where it is larger than the alignment's ``; sq_len:``.
+
+    FASTA searches a long library sequence in overlapping pieces (by default beyond
+    about 150,000 nt of DNA; ``-N`` sets the size): an alignment's library side then
+    shows the piece (``; sq_len:`` its length, ``; sq_offset:`` where it starts; the
+    coordinates count in the whole sequence) while the table row gives the length of
+    the whole sequence.  The length is the last ``(...)`` of a row (only numbers and
+    a ``[f]`` frame follow it)."""
+    found = [raw[raw.rfind(b"(") + 1 : raw.rfind(b")")] for raw in rows]
+    try:
+        table = list(map(int, found))
+    except ValueError:  # a damaged row: the alignment's own length stays
+        table = [int(v) if _INT.fullmatch(v) else 0 for v in found]
+    if dicts:
+        if table != [h["hit_length"] for h in hits]:
+            for h, n in zip(hits, table):
+                if n > h["hit_length"]:
+                    h["hit_length"] = n
+    elif table != [h.hit_length for h in hits]:
+        for h, n in zip(hits, table):
+            if n > h.hit_length:
+                h.hit_length = n
+
+
 def _check_row_ids(r, q: Query, ids: list[bytes], row_ids: list[bytes], lines: list[int]) -> None:
     for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
         if not row_id or (row_id.find(hit_id) < 0 and hit_id.find(row_id) < 0):
@@ -804,7 +840,8 @@ def _check_row_ids(r, q: Query, ids: list[bytes], row_ids: list[bytes], lines: l
             )
 
 
-def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: list[Hit], ids, warn, e2) -> None:
+def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: list[Hit], ids, warn, e2,
+                 dicts: bool = False) -> None:
     """The general table: ``-m 9``-family columns after a tab (``-m 10 -m 9c``), and
     ``+-`` rows - more alignments of the library sequence of the row above - which
     belong to the same hit (for an aligned hit: its ``>--`` alignments, in order)."""
@@ -826,6 +863,7 @@ def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: l
     row_ids = [rows[g[0]].lstrip().partition(b" ")[0] for g in groups[:n_al]]
     if row_ids != ids:
         _check_row_ids(r, q, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
+    _whole_lengths(hits, [rows[g[0]].partition(b"\t")[0] for g in groups[:n_al]], dicts)
     if cols9 is not None or e2:
         # aligned hits: the alignments carry all values but E2() and the -m 9 extras
         for hit, g in zip(hits, groups):

@@ -61,6 +61,17 @@ sed -E 's/^>(CCHU|K3HU|GT8\.7) />  \1 /' inputs/prot_test.lib > inputs/prot_test
 # -V annotations: "*" and "@" after residues 60 and 120 of GTT1_DROME
 seq=$(sed 1d inputs/gtt1_drome.aa | tr -d '\n ')
 printf ">GTT1_ann annotated\n%s*%s@%s\n" "${seq:0:60}" "${seq:60:60}" "${seq:120}" > inputs/annot.aa
+# a "chromosome": 6000 random nt (seeded) with pGT875 (mgstm1.nt) inserted after nt 2500
+python3 - <<'PY'
+import random
+r = random.Random(7)
+seq = "".join(open("inputs/mgstm1.nt").read().split("\n", 1)[1].split())
+s = "".join(r.choice("ACGT") for _ in range(6000))
+s = s[:2500] + seq + s[2500:]
+with open("inputs/chr_small.fa", "w") as f:
+    f.write(">chrT synthetic chromosome: 6000 random nt with pGT875 (mgstm1.nt) at 2501\n")
+    f.write("\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
+PY
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -115,6 +126,7 @@ run ssearch36_rna.m10             ssearch36 -m 10 -T 1 -z 3 -n inputs/rna_frags.
 run fasta36_rna_U.m10             fasta36 -m 10 -T 1 -z 3 -U inputs/rna_frags.fna inputs/gst.nlib
 run ssearch36_nameless.m10        ssearch36 -m 10 -T 1 -z 3 inputs/nameless_query.aa inputs/prot_test_nameless.lib
 run ssearch36_annot_m9c.m10       ssearch36 -m 10 -m 9c -T 1 -z 3 -V "*@" -b 10 -d 6 inputs/annot.aa inputs/prot_test.lib
+run ssearch36_dna_pieces.m10      ssearch36 -m 10 -T 1 -z 3 -N 2000 inputs/mgstm1.nt inputs/chr_small.fa
 run ssearch36_m9i.m10             ssearch36 -m 10 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib
 
 # -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
