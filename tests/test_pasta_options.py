@@ -202,6 +202,10 @@ def test_F10_file_has_no_query_terminators_and_parses_like_stdout():
     assert [len(q.hits) for q in f10] == [9, 1, 0, 7]
     assert f10[0].command.startswith('ssearch36 -m "F10 ssearch36_F10_file.m10"')
     assert [_without_command(q.to_dict()) for q in f10] == [_without_command(q.to_dict()) for q in multi]
+    # without the "# ssearch36 ..." line the "; pg_argv:" line tells the same
+    lines = (SAMPLES / "ssearch36_F10_file.m10").read_bytes().split(b"\n")
+    headless = b"\n".join(line for line in lines if not line.startswith(b"# "))
+    assert [len(q.hits) for q in parse(io.BytesIO(headless), "headless.m10")] == [9, 1, 0, 7]
 
 
 def test_m9i_table_columns_and_no_query_terminator():

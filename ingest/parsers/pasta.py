@@ -678,6 +678,9 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             q.program = params["pg_name"]
         if "pg_ver" in params:
             q.version = str(params["pg_ver"])
+        argv = params.get("pg_argv")
+        if not run.unterminated and isinstance(argv, str) and _UNTERMINATED.search(argv):
+            run.unterminated = True  # the same signal when the "# command" line is missing
 
     # ---- hit blocks
     qtype, ltype = _types(q.program, unit)
