@@ -195,12 +195,12 @@ _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
 _LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
 _INT = re.compile(rb"\s*[-+]?\d+\s*")
-# the line after the best-scores table: blank (or white space) or a ">>>" line
 # "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
 # in a run whose command line has such a -m option, the next query line or ">>>///" ends
 # a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
 _UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
 _NEXT_QUERY = re.compile(rb"\n[ \t]*\d+>>>")  # a query line (in a run without ">>><<<")
+# the line after the best-scores table: blank (or white space) or a ">>>" line
 _ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>)")
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 _FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
@@ -612,8 +612,8 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line.startswith(b">>><<<"):
             _finish(r, q, run, unit, table, [], warn)
             return q.to_dict() if dicts else q
-        if run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line)):
-            r.unread()  # the end of this query without '>>><<<' (-m F10, -m 9i)
+        if _ends_unterminated(run, line):
+            r.unread()  # the next query's line, or the end of the run
             _finish(r, q, run, unit, table, [], warn)
             return q.to_dict() if dicts else q
         if line.startswith(b">>>///"):
@@ -725,8 +725,8 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
             break
         if not line.strip():
             continue
-        if run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line)):
-            r.unread()  # the end of this query without '>>><<<' (-m F10, -m 9i)
+        if _ends_unterminated(run, line):
+            r.unread()  # the next query's line, or the end of the run
             break
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
     _finish(r, q, run, unit, table, hits, warn, ids, hit_dicts)
@@ -736,6 +736,12 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         d["hits"] = hits
         return d
     return q.to_dict() if dicts else q
+
+
+def _ends_unterminated(run: _Run, line: bytes) -> bool:
+    """True if ``line`` ends a query of a run without ``>>><<<`` (-m F10, -m 9i): it is
+    the next query's line or the end of the run."""
+    return run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line) is not None)
 
 
 def _table_keeps_hits(table: tuple) -> bool:
@@ -1200,7 +1206,8 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     lines, 19-23 the library side's name, sq_len, al_start, al_stop, al_display_start,
     24 its sequence lines, 25 the consensus lines (None when absent), 26 the
     ``; al_code:`` value and 27 the ``; al_code_ann:`` value (None when absent), 28 the
-    blank lines after them, 29-31 what follows (see _HSP_TAIL).  None if the alignment is unusual."""
+    blank lines after them, 29-31 what follows (see _HSP_TAIL).  None if the alignment
+    is unusual."""
     nl = buf.find(b"\n", p)
     if nl < 0:
         return None
