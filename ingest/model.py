@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 __all__ = ["Hsp", "Hit", "Query"]
 

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only (sci-ingest parse imports this package at start-up)
+    from pathlib import Path
+    from typing import Callable
 
 from ingest.errors import UnknownFormat
 from ingest.fileio import open_binary

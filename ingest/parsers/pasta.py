@@ -173,7 +173,10 @@ extra           any other ``xx_*`` line of the alignment, typed as for ``params`
 from __future__ import annotations
 
 import re
-from typing import BinaryIO, Callable, Iterator
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import BinaryIO, Callable, Iterator
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
