@@ -19,12 +19,13 @@ real ssearch36 protein run, ~24 MB), building it first with
 2. **Peak RSS on a large input** (``--large``, default: a >= 200 MB concatenation of
    the default file, ``large_ssearch36_200mb.m10``, built when missing): ours only
    (Biopython takes minutes there); the parser streams, so peak RSS stays flat.
-3. **Whole commands** (``--commands N`` rounds, default 3, first FILE): the CLI
+3. **Whole commands** (``--commands N`` rounds, default 5, first FILE): the CLI
    ``sci-ingest parse FILE > out.jsonl`` (and ``--no-sequences``) against Python
    one-liners running Biopython on the same file - one that only parses (the
    cheapest Biopython command there is) and one that writes comparable JSON lines.
    Every command is a fresh process measured from the outside (``os.wait4``: its CPU
-   time and peak RSS, interpreter start-up and imports included).
+   time and peak RSS, interpreter start-up and imports included).  Ratios: of the
+   medians, and the median (and range) of each round's pair.
 
 Biopython drops the hits shown only in the best-scores table, so hits are counted
 like it: aligned hits only.
@@ -225,7 +226,12 @@ def bench_commands(path: Path, repeat: int, bio: bool) -> None:
         for other in (n for n in commands if n.startswith("biopython")):
             ratio_cpu = _median(runs[other], "cpu") / _median(runs[name], "cpu")
             ratio_wall = _median(runs[other], "seconds") / _median(runs[name], "seconds")
-            print(f"  {name} vs {other}: {ratio_cpu:.1f}x CPU, {ratio_wall:.1f}x wall")
+            # each round's pair of runs, close in time: less disturbed by the machine's load drifting
+            per_round = sorted(b["cpu"] / a["cpu"] for a, b in zip(runs[name], runs[other]))
+            print(
+                f"  {name} vs {other}: {ratio_cpu:.1f}x CPU (median of rounds {statistics.median(per_round):.1f}x, "
+                f"range {per_round[0]:.1f}-{per_round[-1]:.1f}x), {ratio_wall:.1f}x wall"
+            )
     (out_dir / "bench_out.jsonl").unlink(missing_ok=True)
 
 
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds of the parser comparison (default 5)")
     ap.add_argument("--large", type=Path, help=f"input for the peak-RSS check (default: >= {LARGE_MB} MB, built)")
     ap.add_argument("--no-large", action="store_true", help="skip the peak-RSS check on a large input")
-    ap.add_argument("--commands", type=int, default=3, help="rounds of the whole-command comparison (default 3)")
+    ap.add_argument("--commands", type=int, default=5, help="rounds of the whole-command comparison (default 5)")
     ap.add_argument("--no-commands", action="store_true", help="skip the whole-command comparison")
     ap.add_argument("--worker", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
