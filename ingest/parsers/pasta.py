@@ -238,6 +238,13 @@ _HSP_KEYS: dict[bytes, tuple[str, type]] = {
     b"overlap": ("overlap", int),
 }
 
+# identity, similarity and alignment length: -m 9 columns (after the tab), and with
+# -m 9i / 9I plain columns of the best-scores table
+_TABLE_ALIGN_COLS: dict[str, tuple[str, type]] = {
+    "%_id": ("identity", float),
+    "%_sim": ("similarity", float),
+    "alen": ("overlap", int),
+}
 # best-scores table column -> (Hsp attribute, type)
 _TABLE_COLS: dict[str, tuple[str, type]] = {
     "s-w": ("opt_score", int),
@@ -248,10 +255,7 @@ _TABLE_COLS: dict[str, tuple[str, type]] = {
     "z-sc": ("z_score", float),
     "bits": ("bits", float),
     "E2()": ("evalue2", float),
-    # -m 9i / 9I: identity, similarity and alignment length in the main columns (no tab)
-    "%_id": ("identity", float),
-    "%_sim": ("similarity", float),
-    "alen": ("overlap", int),
+    **_TABLE_ALIGN_COLS,
 }
 
 
@@ -896,9 +900,7 @@ def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: l
 
 # -m 9 table columns (after the tab) -> (Hsp attribute or extra key, type)
 _TABLE9_COLS: dict[str, tuple[str, type]] = {
-    "%_id": ("identity", float),
-    "%_sim": ("similarity", float),
-    "alen": ("overlap", int),
+    **_TABLE_ALIGN_COLS,
     "sw": ("sw", int),
     "gapq": ("gapq", int),
     "gapl": ("gapl", int),
