@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ingest.errors import AnalysisError, ConfigError, DatabaseError
+from ingest.errors import AnalysisError, ConfigError
 
 #: Column kinds a spec may declare.  They become the pandas dtypes ``str``,
 #: ``float64``, ``Int64``, ``boolean`` and ``list<item: string>[pyarrow]``.
@@ -53,8 +53,6 @@ KINDS = ("string", "float64", "int64", "bool", "list<string>")
 #: Column spec: (output column name, dotted path into the document, kind).
 Column = tuple[str, str, str]
 
-# Keep pymongo waiting a bounded time for a server that is gone.
-_SERVER_SELECTION_MS = 20_000
 
 
 @dataclass(frozen=True)
@@ -85,12 +83,6 @@ class PartitionSpec:
         close = "]" if self.upper_inclusive else ")"
         return (f"{self.db_name}.{self.collection} partition {self.index} "
                 f"{self.key} in [{self.lower!r}, {self.upper!r}{close}")
-
-
-def _client(uri: str):
-    import pymongo
-
-    return pymongo.MongoClient(uri, serverSelectionTimeoutMS=_SERVER_SELECTION_MS)
 
 
 def _check_columns(columns: Iterable[Column]) -> tuple[Column, ...]:
@@ -145,19 +137,15 @@ def plan_partitions(
     if not isinstance(n, int) or n < 1:
         raise ConfigError(f"number of partitions must be a positive integer, got {n!r}")
     columns = _check_columns(columns)
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors, shared_client
 
     pipeline: list[dict] = []
     if query:
         pipeline.append({"$match": query})
     pipeline.append({"$bucketAuto": {"groupBy": f"${key}", "buckets": n}})
-    client = _client(uri)
-    try:
-        buckets = list(client[db_name][collection].aggregate(pipeline, allowDiskUse=True))
-    except PyMongoError as exc:
-        raise DatabaseError(f"planning partitions of {db_name}.{collection} on {key}: {exc}") from exc
-    finally:
-        client.close()
+    with db_errors(f"planning partitions of {db_name}.{collection} on {key}", uri=uri):
+        coll = shared_client(uri)[db_name][collection]
+        buckets = list(coll.aggregate(pipeline, allowDiskUse=True))
     if not buckets:
         return []
     bounds = [b["_id"]["min"] for b in buckets] + [buckets[-1]["_id"]["max"]]
@@ -272,24 +260,19 @@ def read_partition(spec: PartitionSpec):
     (dotted column names, dtypes inferred per partition -- give
     :func:`read_collection` an explicit ``meta`` then).
     """
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors, shared_client
 
     columns = spec.columns
     values: dict[str, list] = {name: [] for name, _, _ in columns}
     docs: list[dict] = []
-    client = _client(spec.uri)
-    try:
-        cursor = client[spec.db_name][spec.collection].find(spec.filter(), spec.projection)
+    with db_errors(f"reading {spec.describe()}", uri=spec.uri):
+        cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find(spec.filter(), spec.projection)
         for doc in cursor:
             if not columns:
                 docs.append(doc)
                 continue
             for name, path, kind in columns:
                 values[name].append(_coerce(_get_path(doc, path), kind))
-    except PyMongoError as exc:
-        raise DatabaseError(f"reading {spec.describe()}: {exc}") from exc
-    finally:
-        client.close()
     if not columns:
         import pandas as pd
 

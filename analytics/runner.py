@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ingest.errors import AnalysisError, ConfigError, DatabaseError, SciIngestError
+from ingest.errors import AnalysisError, ConfigError, SciIngestError
 
 log = logging.getLogger(__name__)
 
@@ -169,22 +169,11 @@ def _import_worker_modules() -> bool:
 
 
 # ------------------------------------------------------------------ helpers
-def _mongo(uri: str):
-    import pymongo
-
-    return pymongo.MongoClient(uri, serverSelectionTimeoutMS=20_000)
-
-
 def _count(uri: str, db_name: str, collection: str) -> int:
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors, shared_client
 
-    client = _mongo(uri)
-    try:
-        return client[db_name][collection].estimated_document_count()
-    except PyMongoError as exc:
-        raise DatabaseError(f"counting {db_name}.{collection}: {exc}") from exc
-    finally:
-        client.close()
+    with db_errors(f"counting {db_name}.{collection}", uri=uri):
+        return shared_client(uri)[db_name][collection].estimated_document_count()
 
 
 def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
@@ -196,20 +185,15 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     """
     if key == "_id":
         return
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors, shared_client
 
-    client = _mongo(uri)
-    try:
-        coll = client[db_name][collection]
+    with db_errors(f"indexing {db_name}.{collection}.{key}", uri=uri):
+        coll = shared_client(uri)[db_name][collection]
         for info in coll.index_information().values():
             if info["key"] and info["key"][0][0] == key:
                 return
         coll.create_index([(key, 1)])
-        log.info("created index on %s.%s(%s) for partitioned reads", db_name, collection, key)
-    except PyMongoError as exc:
-        raise DatabaseError(f"indexing {db_name}.{collection}.{key}: {exc}") from exc
-    finally:
-        client.close()
+    log.info("created index on %s.%s(%s) for partitioned reads", db_name, collection, key)
 
 
 def default_partitions(threads: int, count: int) -> int:
@@ -252,7 +236,7 @@ def _publish(uri: str, db_name: str, stage: str, frame, run_id: str, out_dir: Pa
     """Replace the stage's MongoDB collection and Parquet file with ``frame``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors, shared_client
 
     target = OUTPUTS[stage]
     out_dir = Path(out_dir)
@@ -270,14 +254,14 @@ def _publish(uri: str, db_name: str, stage: str, frame, run_id: str, out_dir: Pa
     meta[b"sci_ingest"] = json.dumps({"stage": stage, "run_id": run_id, **metadata}).encode()
     table = table.replace_schema_metadata(meta)
 
-    client = _mongo(uri)
+    client = shared_client(uri)
     try:
         try:
             pq.write_table(table, tmp_file)
         except OSError as exc:
             raise ConfigError(f"cannot write {tmp_file}: {exc}") from exc
         db = client[db_name]
-        try:
+        with db_errors(f"publishing {db_name}.{target}", uri=uri):
             docs = _documents(frame, OUTPUT_IDS[stage], run_id)
             if docs:
                 db[tmp_coll].insert_many(docs, ordered=False)
@@ -285,8 +269,6 @@ def _publish(uri: str, db_name: str, stage: str, frame, run_id: str, out_dir: Pa
                 db.create_collection(tmp_coll)
             client.admin.command("renameCollection", f"{db_name}.{tmp_coll}",
                                  to=f"{db_name}.{target}", dropTarget=True)
-        except PyMongoError as exc:
-            raise DatabaseError(f"publishing {db_name}.{target}: {exc}") from exc
         os.replace(tmp_file, final)
     except BaseException:
         tmp_file.unlink(missing_ok=True)
@@ -295,8 +277,6 @@ def _publish(uri: str, db_name: str, stage: str, frame, run_id: str, out_dir: Pa
         except Exception:  # best effort cleanup; the original error matters
             log.warning("could not drop temporary collection %s.%s", db_name, tmp_coll)
         raise
-    finally:
-        client.close()
     return target, final
 
 

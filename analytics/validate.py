@@ -66,9 +66,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ingest.errors import AnalysisError, ConfigError, DatabaseError, ValidationFailed
+from ingest.catalog import VALIDATION as RUNS_COLLECTION
+from ingest.errors import AnalysisError, ConfigError, ValidationFailed
 
-RUNS_COLLECTION = "validation_runs"
 DEFAULT_SAMPLE_SIZE = 5
 STATUS_PASSED = "passed"
 STATUS_WARNINGS = "passed with warnings"
@@ -454,17 +454,15 @@ def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None
 
 def read_frame(db, spec: SuiteSpec, max_rows: int | None = None):
     """(DataFrame, documents read, truncated) for one suite; raises DatabaseError."""
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import db_errors
 
-    try:
+    with db_errors(f"reading {spec.collection} for suite {spec.name}"):
         cursor = db[spec.collection].find(spec.filter, spec.projection(), batch_size=1000)
         if max_rows is not None:
             cursor = cursor.limit(max_rows + 1)
         documents: list[dict] = []
         for doc in cursor:
             documents.append(doc)
-    except PyMongoError as exc:
-        raise DatabaseError(f"reading {spec.collection} for suite {spec.name} failed: {exc}") from exc
     truncated = max_rows is not None and len(documents) > max_rows
     if truncated:
         documents = documents[:max_rows]
@@ -667,18 +665,14 @@ def validate(
     collection (after its ``filter``) has no documents is skipped.  Returns the report; call :meth:`ValidationReport.raise_for_critical`
     to turn critical failures into :class:`ValidationFailed`.
     """
-    import pymongo
-    from pymongo.errors import PyMongoError
+    from ingest.mongo import client as mongo_client, db_errors
 
     if max_rows is not None and max_rows < 1:
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
     specs = _select(load_suites(suites_dir), suites)
     report = ValidationReport(run_id=run_id, db_name=db_name)
     engine: _GreatExpectations | None = None
-    try:
-        client = pymongo.MongoClient(uri)
-    except (PyMongoError, ValueError) as exc:
-        raise ConfigError(f"bad MongoDB URI {uri!r}: {exc}") from exc
+    client = mongo_client(uri)
     try:
         db = client[db_name]
         for spec in specs:
@@ -706,10 +700,8 @@ def validate(
             result.duration_s = time.perf_counter() - t0
             report.suites.append(result)
             doc = _run_document(result, run_id, db_name, started, engine.version if engine else None)
-            try:
+            with db_errors(f"writing {RUNS_COLLECTION} for suite {spec.name}"):
                 db[RUNS_COLLECTION].replace_one({"_id": doc["_id"]}, doc, upsert=True)
-            except PyMongoError as exc:
-                raise DatabaseError(f"writing {RUNS_COLLECTION} for suite {spec.name} failed: {exc}") from exc
             log.info("suite %s: %s (%d rows)", spec.name, result.status, result.rows)
     finally:
         client.close()

@@ -66,11 +66,12 @@ def cmd_validate(args) -> int:
 
 
 def cmd_timings(args) -> int:
-    from ingest.mongo import TIMINGS
+    from ingest.catalog import TIMINGS
+    from ingest.mongo import db_errors
     from ingest.pipeline import database
     from ingest.report import dumps, timing_table
 
-    with database(_settings(args)) as conn:
+    with database(_settings(args)) as conn, db_errors("reading the timings"):
         coll = conn.db[TIMINGS]
         run_id = args.run
         if not run_id:

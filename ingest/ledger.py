@@ -17,10 +17,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pymongo.errors import PyMongoError
-
-from ingest.errors import DatabaseError
-from ingest.mongo import LEDGER
+from ingest.catalog import LEDGER
+from ingest.mongo import db_errors
 
 
 def file_key(path: Path) -> str:
@@ -40,31 +38,18 @@ class Ledger:
         self.coll = db[LEDGER]
 
     def get(self, path: Path) -> dict | None:
-        try:
+        with db_errors("reading the ledger"):
             return self.coll.find_one({"_id": file_key(path)})
-        except PyMongoError as exc:
-            raise DatabaseError(f"reading the ledger: {exc}") from exc
 
     def loaded_with_sha(self, sha256: str, exclude: str | None = None) -> dict | None:
         """Another file already loaded with this content, if any."""
         query = {"sha256": sha256, "status": "loaded"}
         if exclude:
             query["_id"] = {"$ne": exclude}
-        try:
+        with db_errors("reading the ledger"):
             return self.coll.find_one(query, {"_id": 1})
-        except PyMongoError as exc:
-            raise DatabaseError(f"reading the ledger: {exc}") from exc
 
     def put(self, path: Path, **fields) -> None:
         key = file_key(path)
-        try:
+        with db_errors(f"writing the ledger entry of {path}"):
             self.coll.update_one({"_id": key}, {"$set": {"path": key, **fields}}, upsert=True)
-        except PyMongoError as exc:
-            raise DatabaseError(f"writing the ledger entry of {path}: {exc}") from exc
-
-    def summary(self) -> dict[str, int]:
-        try:
-            rows = self.coll.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}}])
-            return {row["_id"]: row["n"] for row in rows}
-        except PyMongoError as exc:
-            raise DatabaseError(f"reading the ledger: {exc}") from exc

@@ -25,18 +25,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from pymongo import ReplaceOne
-from pymongo.errors import BulkWriteError, PyMongoError
-
 from ingest import parsers
+from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import record_document, search_documents
-from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError
+from ingest.errors import InputError, ParseError, SciIngestError
 from ingest.fileio import open_binary
 from ingest.ledger import Ledger, file_key, sha256_of
-from ingest.mongo import HITS, MATERIALS, SEARCHES, TASKS
+from ingest.mongo import db_errors, insert_new, replace_documents
 from ingest.timing import Timings
 
-DUPLICATE_KEY = 11000
 MAX_ERRORS_KEPT = 50
 RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
 
@@ -308,49 +305,25 @@ class Loader:
     # ------------------------------------------------------------------ writes
     def _insert(self, coll: str, docs: list[dict]) -> tuple[int, int]:
         """Unordered insert; documents whose ``_id`` is already there count as existing."""
-        try:
-            result = self.db[coll].insert_many(docs, ordered=False)
-            return len(result.inserted_ids), 0
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            other = [e for e in errors if e.get("code") != DUPLICATE_KEY]
-            if other:
-                raise DatabaseError(f"writing {coll}: {other[0].get('errmsg')}") from exc
-            return exc.details.get("nInserted", 0), len(errors)
-        except PyMongoError as exc:
-            raise DatabaseError(f"writing {coll}: {exc}") from exc
+        inserted, duplicates = insert_new(self.db[coll], docs)
+        return inserted, len(duplicates)
 
     def _upsert(self, coll: str, docs: list[dict], outcome: FileOutcome) -> None:
         """Insert new records; replace the ones whose natural key is already there."""
-        try:
-            self.db[coll].insert_many(docs, ordered=False)
-            outcome.inserted += len(docs)
+        inserted, duplicates = insert_new(self.db[coll], docs)
+        outcome.inserted += inserted
+        if not duplicates:
             return
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            other = [e for e in errors if e.get("code") != DUPLICATE_KEY]
-            if other:
-                raise DatabaseError(f"writing {coll}: {other[0].get('errmsg')}") from exc
-            outcome.inserted += exc.details.get("nInserted", 0)
-            again = [docs[e["index"]] for e in errors]
-        except PyMongoError as exc:
-            raise DatabaseError(f"writing {coll}: {exc}") from exc
-        try:
-            result = self.db[coll].bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in again],
-                                              ordered=True)
-        except PyMongoError as exc:
-            raise DatabaseError(f"writing {coll}: {exc}") from exc
-        outcome.updated += result.modified_count
-        outcome.existing += result.matched_count - result.modified_count
-        outcome.inserted += result.upserted_count
+        inserted, modified, unchanged = replace_documents(self.db[coll], [docs[i] for i in duplicates])
+        outcome.inserted += inserted
+        outcome.updated += modified
+        outcome.existing += unchanged
 
     def _delete_by_sha(self, sha256: str, kind: str) -> None:
         colls = (SEARCHES, HITS) if kind == "search" else ()
-        try:
+        with db_errors(f"removing documents of {sha256[:12]}"):
             for coll in colls:
                 self.db[coll].delete_many({"source.sha256": sha256})
-        except PyMongoError as exc:
-            raise DatabaseError(f"removing documents of {sha256[:12]}: {exc}") from exc
 
     # ----------------------------------------------------------------- ledger
     def _record(self, path: Path, outcome: FileOutcome, mtime: float | None) -> None:

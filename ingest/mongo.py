@@ -1,45 +1,227 @@
-"""MongoDB access: connecting, describing the server, collections and indexes.
+"""The MongoDB boundary: the one place that builds clients and maps driver errors.
 
-Everything here goes through pymongo, so a real MongoDB (standalone, replica
-set, or a sharded cluster through ``mongos``) works by URI just like the
-embedded SecantusDB server.  pymongo errors are mapped to
-:class:`ingest.errors.DatabaseError` here, at the I/O boundary.
+Everything sci-ingest does with MongoDB goes through pymongo, so a real MongoDB
+(standalone, replica set, or a sharded cluster through ``mongos``) works by URI
+just like the embedded SecantusDB server.  This module is the only one that
+touches pymongo's client class and its exceptions:
+
+* :func:`client` builds a ``MongoClient`` with the project's defaults
+  (timeouts, app name, a bounded pool, the write concern in force); options
+  written in the URI win over the defaults.  :func:`connect` also checks that
+  the server answers; :func:`shared_client` keeps one client per process and
+  URI (what a Dask worker reuses across partitions).
+* :func:`db_errors` is the one context manager that maps driver errors to the
+  project's: :class:`~ingest.errors.DatabaseError` (the server is unreachable,
+  an operation failed), :class:`~ingest.errors.UnsupportedFeature` (the server
+  refuses a feature it lacks) and :class:`~ingest.errors.ConfigError` (a bad
+  URI), always ``raise ... from exc`` and with one readable line.
+* :func:`insert_new` and :func:`replace_documents` are the two bulk writes the
+  loader needs, with duplicate keys reported rather than raised.
+* :func:`describe`, :func:`ensure_indexes`, :func:`ensure_hashed_indexes` and
+  :func:`shard_collections` describe and prepare a server; the collections,
+  indexes and shard keys themselves are named in :mod:`ingest.catalog`.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 import pymongo
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import (
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    OperationFailure,
+    PyMongoError,
+)
 
-from ingest.errors import DatabaseError, UnsupportedFeature
+from ingest.catalog import INDEXES, SHARD_KEYS
+from ingest.errors import ConfigError, DatabaseError, UnsupportedFeature
 
-SEARCHES = "searches"
-HITS = "hits"
-MATERIALS = "materials"
-TASKS = "tasks"
-LEDGER = "ingest_files"
-TIMINGS = "stage_timings"
-VALIDATION = "validation_runs"
+__all__ = [
+    "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
+    "describe", "ensure_indexes", "ensure_hashed_indexes", "shard_collections",
+    "insert_new", "replace_documents", "DUPLICATE_KEY",
+]
 
-# Secondary indexes analysts and the pipeline rely on.
-INDEXES: dict[str, list[list[tuple[str, int]]]] = {
-    SEARCHES: [[("query_id", 1)], [("source.sha256", 1)], [("source.path", 1)]],
-    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)], [("source.sha256", 1)],
-           [("source.path", 1)]],
-    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
-    TASKS: [[("material_id", 1)]],
-    LEDGER: [[("sha256", 1)], [("status", 1)]],
-    TIMINGS: [[("run_id", 1), ("stage", 1)]],
-    VALIDATION: [[("run_id", 1)]],
-}
-
-# Hashed shard keys for a sharded cluster: searches and their hits spread evenly,
-# and the hits of one search stay together on one shard.
-SHARD_KEYS: dict[str, str] = {SEARCHES: "_id", HITS: "search_id", MATERIALS: "_id", TASKS: "_id"}
+APP_NAME = "sci-ingest"
+#: How long an operation waits for a server to select before giving up.
+TIMEOUT_MS = 10_000
+#: Connection pool bound per client (a Dask worker holds one client).
+MAX_POOL_SIZE = 16
+DUPLICATE_KEY = 11000
+# Server error codes meaning "this server does not have that": CommandNotFound,
+# IllegalOperation, CommandNotSupported, NotImplemented.
+_UNSUPPORTED_CODES = {59, 20, 115, 238}
+# CannotCreateIndex: an "unsupported" refusal only where a feature is being asked for
+# (SecantusDB: "hashed indexes are not supported by SecantusDB").
+_CANNOT_CREATE_INDEX = 67
 
 
+# ------------------------------------------------------------------ clients
+def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None) -> dict:
+    """Client keyword options, leaving out every option the URI already sets."""
+    written = uri.partition("?")[2].lower()
+    options = {
+        "appname": APP_NAME,
+        "serverSelectionTimeoutMS": timeout_ms,
+        "connectTimeoutMS": min(timeout_ms, 20_000),
+        "maxPoolSize": max_pool_size,
+    }
+    for key, value in (write_concern or {}).items():
+        options[{"j": "journal", "wtimeout": "wTimeoutMS"}.get(key, key)] = value
+    return {k: v for k, v in options.items() if f"{k.lower()}=" not in written}
+
+
+def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_POOL_SIZE,
+           write_concern: dict | None = None) -> pymongo.MongoClient:
+    """A client for ``uri`` (not yet contacted: pymongo connects on first use).
+
+    ``write_concern`` is e.g. ``{"w": "majority", "j": True}``; by default the
+    URI's (or the server's) write concern is in force.  A malformed URI raises
+    :class:`ConfigError`.
+    """
+    try:
+        return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern))
+    except (ConfigurationError, ValueError, TypeError) as exc:
+        raise ConfigError(f"bad MongoDB URI {redact(str(uri))!r}: {exc}") from exc
+
+
+def connect(uri: str, timeout_ms: int = TIMEOUT_MS, **options) -> pymongo.MongoClient:
+    """A client for ``uri``, checked to answer ``ping``; raises DatabaseError if nothing answers."""
+    new = client(uri, timeout_ms=timeout_ms, **options)
+    try:
+        with db_errors("connecting", uri=uri):
+            new.admin.command("ping")
+    except DatabaseError:
+        new.close()
+        raise
+    return new
+
+
+_SHARED: dict[tuple, pymongo.MongoClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client(uri: str, **options) -> pymongo.MongoClient:
+    """This process's client for ``uri``: built once, reused, closed at exit.
+
+    Dask partition readers run many tasks per worker process; each would
+    otherwise open (and tear down) a connection pool per partition.  The key
+    includes the process id, so a forked child never reuses its parent's
+    sockets.
+    """
+    key = (os.getpid(), uri, tuple(sorted(options.items())))
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            found = _SHARED[key] = client(uri, **options)
+            if len(_SHARED) == 1:
+                atexit.register(_close_shared)
+    return found
+
+
+def _close_shared() -> None:
+    with _SHARED_LOCK:
+        mine = [k for k in _SHARED if k[0] == os.getpid()]
+        for key in mine:
+            _SHARED.pop(key).close()
+
+
+def ping(uri: str, timeout_ms: int = 500) -> dict | None:
+    """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
+    try:
+        probe = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
+                                    appname=APP_NAME)
+    except (PyMongoError, ValueError):
+        return None
+    try:
+        return probe.admin.command("hello")
+    except PyMongoError:
+        return None
+    finally:
+        probe.close()
+
+
+def redact(uri: str) -> str:
+    """The URI without a password, for messages and reports."""
+    if "@" not in uri or "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+# ------------------------------------------------------------------ errors
+def _reason(exc: PyMongoError) -> str:
+    """One readable line for a driver error."""
+    if isinstance(exc, BulkWriteError):
+        errors = exc.details.get("writeErrors") or exc.details.get("writeConcernErrors") or [{}]
+        return str(errors[0].get("errmsg") or exc)
+    if isinstance(exc, OperationFailure):
+        details = exc.details or {}
+        return str(details.get("errmsg") or exc)
+    text = str(exc)
+    # ServerSelectionTimeoutError appends the timeouts and a whole topology description.
+    for cut in (", Timeout:", " (configured timeouts"):
+        text = text.split(cut, 1)[0]
+    return text.strip() or type(exc).__name__
+
+
+@contextmanager
+def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) -> Iterator[None]:
+    """Map pymongo errors raised in the block to the project's errors.
+
+    ``what`` says what was being done ("reading the ledger"); ``uri`` (shown
+    without its password) is named when the server cannot be reached;
+    ``feature`` names what an "unsupported" refusal is about.
+    """
+    try:
+        yield
+    except ConfigurationError as exc:
+        raise ConfigError(f"{what}: {exc}") from exc
+    except ConnectionFailure as exc:
+        where = f" at {redact(uri)}" if uri else ""
+        raise DatabaseError(f"{what}: cannot reach MongoDB{where}: {_reason(exc)}") from exc
+    except OperationFailure as exc:
+        if exc.code in _UNSUPPORTED_CODES or (feature and exc.code == _CANNOT_CREATE_INDEX):
+            about = f" {feature}" if feature else ""
+            raise UnsupportedFeature(f"{what}: the server does not support{about}: {_reason(exc)}") from exc
+        raise DatabaseError(f"{what}: {_reason(exc)}") from exc
+    except PyMongoError as exc:
+        raise DatabaseError(f"{what}: {_reason(exc)}") from exc
+
+
+# ------------------------------------------------------------------ bulk writes
+def insert_new(collection, docs: list[dict]) -> tuple[int, list[int]]:
+    """Unordered insert; returns (documents inserted, indexes of those whose ``_id`` was there)."""
+    try:
+        result = collection.insert_many(docs, ordered=False)
+        return len(result.inserted_ids), []
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(e.get("code") != DUPLICATE_KEY for e in errors) or exc.details.get("writeConcernErrors"):
+            raise DatabaseError(f"writing {collection.name}: {_reason(exc)}") from exc
+        return exc.details.get("nInserted", 0), [e["index"] for e in errors]
+    except PyMongoError as exc:
+        raise DatabaseError(f"writing {collection.name}: {_reason(exc)}") from exc
+
+
+def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
+    """Replace each document by ``_id`` (inserting it if absent); (inserted, modified, unchanged)."""
+    with db_errors(f"writing {collection.name}"):
+        result = collection.bulk_write(
+            [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
+    return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
+
+
+# ------------------------------------------------------------------ servers
 @dataclass(frozen=True)
 class ServerInfo:
     kind: str  # "SecantusDB" | "MongoDB"
@@ -60,36 +242,11 @@ class ServerInfo:
         return f"{self.kind}{own}{speaks}, {topo}"
 
 
-def connect(uri: str, timeout_ms: int = 10_000) -> pymongo.MongoClient:
-    """A client for ``uri``, checked to answer; raises DatabaseError if nothing answers."""
-    try:
-        options = {"appname": "sci-ingest"}
-        if "serverselectiontimeoutms" not in uri.lower():  # an explicit URI option wins
-            options["serverSelectionTimeoutMS"] = timeout_ms
-        client = pymongo.MongoClient(uri, **options)
-        client.admin.command("ping")
-    except PyMongoError as exc:
-        raise DatabaseError(f"cannot reach MongoDB at {redact(uri)}: {exc}") from exc
-    return client
-
-
-def redact(uri: str) -> str:
-    """The URI without a password, for messages and reports."""
-    if "@" not in uri or "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"
-
-
-def describe(client: pymongo.MongoClient) -> ServerInfo:
+def describe(mongo: pymongo.MongoClient) -> ServerInfo:
     """Kind, version and topology from ``hello`` and ``buildInfo``."""
-    try:
-        hello = client.admin.command("hello")
-        build = client.admin.command("buildInfo")
-    except PyMongoError as exc:
-        raise DatabaseError(f"server did not answer hello/buildInfo: {exc}") from exc
+    with db_errors("asking the server hello/buildInfo"):
+        hello = mongo.admin.command("hello")
+        build = mongo.admin.command("buildInfo")
     secantus = build.get("secantusVersion")
     if hello.get("msg") == "isdbgrid":
         topology = "sharded (mongos)"
@@ -108,13 +265,11 @@ def describe(client: pymongo.MongoClient) -> ServerInfo:
 
 
 def ensure_indexes(db) -> None:
-    """Create the secondary indexes (idempotent)."""
-    try:
+    """Create the secondary indexes of :data:`ingest.catalog.INDEXES` (idempotent)."""
+    with db_errors(f"creating indexes in {db.name}"):
         for coll, specs in INDEXES.items():
             for keys in specs:
                 db[coll].create_index(keys)
-    except PyMongoError as exc:
-        raise DatabaseError(f"creating indexes in {db.name}: {exc}") from exc
 
 
 def ensure_hashed_indexes(db) -> dict[str, str]:
@@ -126,34 +281,29 @@ def ensure_hashed_indexes(db) -> dict[str, str]:
     outcomes: dict[str, str] = {}
     for coll, field in SHARD_KEYS.items():
         try:
-            db[coll].create_index([(field, "hashed")])
-            outcomes[coll] = f"hashed index on {field}"
-        except OperationFailure as exc:
-            if exc.code == 67 or "hashed" in str(exc).lower():
-                reason = (exc.details or {}).get("errmsg") or str(exc)
-                raise UnsupportedFeature(
-                    f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
-                    "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"
-                ) from exc
-            raise DatabaseError(f"creating hashed index on {coll}.{field}: {exc}") from exc
-        except PyMongoError as exc:
-            raise DatabaseError(f"creating hashed index on {coll}.{field}: {exc}") from exc
+            with db_errors(f"creating the hashed index on {coll}.{field}", feature="hashed indexes"):
+                db[coll].create_index([(field, "hashed")])
+        except UnsupportedFeature as exc:
+            reason = _reason(exc.__cause__)
+            raise UnsupportedFeature(
+                f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
+                "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"
+            ) from exc.__cause__
+        outcomes[coll] = f"hashed index on {field}"
     return outcomes
 
 
-def shard_collections(client: pymongo.MongoClient, db_name: str) -> dict[str, str]:
+def shard_collections(mongo: pymongo.MongoClient, db_name: str) -> dict[str, str]:
     """Shard the data collections on their hashed keys (needs ``mongos``)."""
-    info = describe(client)
+    info = describe(mongo)
     if not info.sharding:
         raise UnsupportedFeature(
             f"sharding needs a sharded cluster reached through mongos; this is {info.label()}"
         )
     done = {}
-    try:
-        client.admin.command("enableSharding", db_name)
+    with db_errors(f"sharding {db_name}", feature="sharding"):
+        mongo.admin.command("enableSharding", db_name)
         for coll, field in SHARD_KEYS.items():
-            client.admin.command("shardCollection", f"{db_name}.{coll}", key={field: "hashed"})
+            mongo.admin.command("shardCollection", f"{db_name}.{coll}", key={field: "hashed"})
             done[coll] = f"{{{field}: 'hashed'}}"
-    except PyMongoError as exc:
-        raise DatabaseError(f"sharding {db_name}: {exc}") from exc
     return done

@@ -18,7 +18,8 @@ from typing import Callable, Iterator, Sequence
 
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.errors import InputError, SciIngestError, UnsupportedFeature, ValidationFailed
-from ingest.mongo import TIMINGS, ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes, redact
+from ingest.catalog import TIMINGS
+from ingest.mongo import ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes, redact
 from ingest.timing import StageRecord, Timings
 
 STAGES = ("load", "analyze", "validate")

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ingest.errors import ServerError
+from ingest.mongo import ping
 
 EXECUTABLE = "secantusd-py"
 
@@ -50,20 +51,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def ping(uri: str, timeout_ms: int = 500) -> dict | None:
-    """The server's ``hello`` reply, or None if nothing answers at ``uri``."""
-    import pymongo
-    from pymongo.errors import PyMongoError
-
-    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms)
-    try:
-        return client.admin.command("hello")
-    except PyMongoError:
-        return None
-    finally:
-        client.close()
 
 
 def uri_for(host: str, port: int) -> str:

@@ -1,9 +1,16 @@
-"""Stage timing: every stage of every run leaves a row in ``stage_timings``.
+"""Stage timing: every timed stage of every run leaves one row in ``stage_timings``.
 
-A row: run_id, stage, file (where the stage is per file), started, ended,
-seconds, records_in, records_out, bytes, records_per_s, peak_rss_mb, server
-kind, status ("ok" | "failed" | "skipped") and error.  ``peak_rss_mb`` is the
-peak resident set size of the sci-ingest process so far (``getrusage``).
+A *stage* is a timed unit of work: ``parse`` and ``load`` (overall and per
+file), ``analyze.cluster``, ``analyze.<analysis>`` and ``validate``.  A row:
+run_id, stage, file (where the stage is per file), worker (where a stage is
+split over workers), started, ended, seconds, records_in, records_out, bytes,
+records_per_s, peak_rss_mb, server kind, status ("ok" | "partial" | "failed" |
+"skipped") and error.  ``peak_rss_mb`` is the peak resident set size of the
+sci-ingest process so far (``getrusage``).
+
+Rows have deterministic ids, ``<run_id>:<stage>[:<worker>][:<file>]``, and are
+written by replacing, so a retried task (Airflow retries with the same run id)
+replaces its rows instead of adding a second set.
 """
 
 from __future__ import annotations
@@ -15,9 +22,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
-from pymongo.errors import PyMongoError
-
-from ingest.errors import DatabaseError
+from ingest.mongo import db_errors
 
 
 def peak_rss_mb() -> float:
@@ -33,6 +38,7 @@ class StageRecord:
     run_id: str
     stage: str
     file: str | None = None
+    worker: str | None = None
     started: dt.datetime = field(default_factory=utcnow)
     ended: dt.datetime | None = None
     seconds: float = 0.0
@@ -55,13 +61,19 @@ class StageRecord:
         self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
         self.peak_rss_mb = peak_rss_mb()
 
+    @property
+    def row_id(self) -> str:
+        """``<run_id>:<stage>[:<worker>][:<file>]``: the same for a retry of the same work."""
+        return ":".join(p for p in (self.run_id, self.stage, self.worker, self.file) if p is not None)
+
     def as_doc(self) -> dict:
         doc = asdict(self)
-        return {k: v for k, v in doc.items() if v is not None and v != {}}
+        return {"_id": self.row_id, **{k: v for k, v in doc.items() if v is not None and v != {}}}
 
     def as_json(self) -> dict:
         """JSON-ready; stage, records_in, records_out and seconds are always present (null = not applicable)."""
         doc = {"records_in": self.records_in, "records_out": self.records_out, **self.as_doc()}
+        del doc["_id"]
         for key in ("started", "ended"):
             if key in doc:
                 doc[key] = doc[key].isoformat()
@@ -85,10 +97,9 @@ class Timings:
             record.finish()
         self.records.append(record)
         if self.collection is not None:
-            try:
-                self.collection.insert_one(record.as_doc())
-            except PyMongoError as exc:
-                raise DatabaseError(f"recording timing of stage {record.stage}: {exc}") from exc
+            doc = record.as_doc()
+            with db_errors(f"recording the timing of stage {record.stage}"):
+                self.collection.replace_one({"_id": doc["_id"]}, doc, upsert=True)
         return record
 
     @contextmanager

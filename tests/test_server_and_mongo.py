@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ingest.errors import ServerError, UnsupportedFeature
-from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, redact, shard_collections
-from ingest.server import EmbeddedServer, ping, running_server, start_background, stop_background
+from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact, shard_collections
+from ingest.server import EmbeddedServer, running_server, start_background, stop_background
 
 
 def test_describe_names_kind_version_topology(mongo_client):

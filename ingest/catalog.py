@@ -1,0 +1,53 @@
+"""The catalog: every MongoDB collection sci-ingest owns, its indexes and its shard key.
+
+Each collection is named here once; every other module takes the name from
+here.  The only collections not listed are the outputs of the analyses, which
+each analysis declares itself (``analytics.registry``; ``sci-ingest analyze
+--list`` shows them), so that adding an analysis touches one module.
+
+========================  ==============================================================
+collection                one document per
+========================  ==============================================================
+``searches``              query block of a ``-m 10`` file
+``hits``                  hit of a query
+``materials``             material (and entries, spectra, phonon documents about one)
+``tasks``                 calculation task
+``ingest_files``          input file: the ledger (``ingest.ledger``)
+``stage_timings``         timed stage of a run (``ingest.timing``)
+``validation_runs``       expectation suite of a run (``analytics.validation``)
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION",
+    "DATA_COLLECTIONS", "INDEXES", "SHARD_KEYS",
+]
+
+SEARCHES = "searches"
+HITS = "hits"
+MATERIALS = "materials"
+TASKS = "tasks"
+LEDGER = "ingest_files"
+TIMINGS = "stage_timings"
+VALIDATION = "validation_runs"
+
+#: The collections that hold loaded input (the rest is bookkeeping and outputs).
+DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
+
+#: Secondary indexes analysts and the pipeline rely on (created idempotently).
+INDEXES: dict[str, list[list[tuple[str, int]]]] = {
+    SEARCHES: [[("query_id", 1)], [("source.sha256", 1)], [("source.path", 1)]],
+    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)], [("source.sha256", 1)],
+           [("source.path", 1)]],
+    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
+    TASKS: [[("material_id", 1)]],
+    LEDGER: [[("sha256", 1)], [("status", 1)]],
+    TIMINGS: [[("run_id", 1), ("stage", 1)]],
+    VALIDATION: [[("run_id", 1)]],
+}
+
+#: Hashed shard keys for a sharded cluster: searches and their hits spread evenly,
+#: and the hits of one search stay together on one shard.
+SHARD_KEYS: dict[str, str] = {SEARCHES: "_id", HITS: "search_id", MATERIALS: "_id", TASKS: "_id"}
