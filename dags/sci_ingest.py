@@ -64,11 +64,11 @@ def sci_ingest():
     @task(task_id="load", multiple_outputs=False)
     def load() -> dict:
         """Parse and load the input files; returns the load summary (pushed as XCom)."""
-        from ingest.airflow_support import paths_param, resolve_mongo_uri, run_stage
+        from ingest.airflow_support import paths_param, resolve_mongo_uri, run_task
         from ingest.pipeline import task_load
 
         context = get_current_context()
-        return run_stage(
+        return run_task(
             task_load,
             context["run_id"],
             paths=paths_param(context["params"]),
@@ -78,20 +78,20 @@ def sci_ingest():
     @task(task_id="analyze", multiple_outputs=False)
     def analyze() -> dict:
         """Run the Dask analysis stages over what this run loaded."""
-        from ingest.airflow_support import resolve_mongo_uri, run_stage
+        from ingest.airflow_support import resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
-        return run_stage(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+        return run_task(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
 
     @task(task_id="validate", multiple_outputs=False)
     def validate() -> dict:
         """Great Expectations checks; a critical failure fails the task without retry."""
-        from ingest.airflow_support import resolve_mongo_uri, run_stage
+        from ingest.airflow_support import resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 
         context = get_current_context()
-        return run_stage(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+        return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
 
     load() >> analyze() >> validate()
 

@@ -13,7 +13,7 @@ without Airflow installed.
   built the way :class:`airflow.providers.mongo.hooks.mongo.MongoHook` builds
   its client (its ``uri`` plus the connection extras, which the hook passes to
   ``MongoClient`` as keyword options and which we carry as URI options).
-* :func:`run_stage` -- call a pipeline stage and turn deterministic failures
+* :func:`run_task` -- call a pipeline step's task function and turn deterministic failures
   (bad input, bad config, failed validation) into ``AirflowFailException`` so
   Airflow does not retry what cannot succeed on a retry; transient errors
   (server, database) propagate unchanged and are retried.
@@ -142,8 +142,8 @@ def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
     return items or None
 
 
-def run_stage(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
-    """Call a pipeline stage; fail the task without retries on deterministic errors.
+def run_task(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+    """Call a pipeline task function; fail the task without retries on deterministic errors.
 
     ``ConfigError``, ``InputError`` (``ParseError``, ``UnknownFormat``) and
     ``ValidationFailed`` are re-raised as ``AirflowFailException`` (chained with

@@ -45,24 +45,45 @@ def _print_report(report, as_json: bool) -> int:
     return report.exit_code
 
 
-def cmd_run(args, stages=("load", "analyze", "validate")) -> int:
+def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
     from ingest.pipeline import run
 
-    report = run(_settings(args), getattr(args, "paths", None) or None, stages=stages,
+    report = run(_settings(args), getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
                  force=getattr(args, "force", False))
     return _print_report(report, args.json)
 
 
 def cmd_load(args) -> int:
-    return cmd_run(args, stages=("load",))
+    return cmd_run(args, steps=("load",))
 
 
 def cmd_analyze(args) -> int:
-    return cmd_run(args, stages=("analyze",))
+    from analytics.registry import UnknownAnalysis, all_analyses, select
+
+    if args.list:
+        return _list_analyses(all_analyses(), args.json)
+    try:
+        select(args.names)  # before any server or cluster starts
+    except UnknownAnalysis as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return cmd_run(args, steps=("analyze",), analyses=args.names or None)
+
+
+def _list_analyses(analyses, as_json: bool) -> int:
+    from ingest.report import dumps, table
+
+    rows = [a.describe() for a in analyses]
+    if as_json:
+        print(dumps({"analyses": rows}))
+    else:
+        print(table(rows, [("name", "analysis"), ("source", "source"), ("output", "output collection"),
+                           ("parquet", "parquet file"), ("description", "what it computes")], left=5))
+    return 0
 
 
 def cmd_validate(args) -> int:
-    return cmd_run(args, stages=("validate",))
+    return cmd_run(args, steps=("validate",))
 
 
 def cmd_timings(args) -> int:
@@ -198,8 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="files or directories")
     p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
 
-    p = add("analyze", cmd_analyze, "run the Dask analysis stages on what is loaded",
-            "examples:\n  sci-ingest analyze\n  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n")
+    p = add("analyze", cmd_analyze, "run the analyses on what is loaded (Dask, reading MongoDB in partitions)",
+            "examples:\n  sci-ingest analyze                     every analysis\n"
+            "  sci-ingest analyze best_hits\n  sci-ingest analyze --list\n"
+            "  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n"
+            "\nan unknown analysis name exits 2 and lists the known ones\n")
+    p.add_argument("names", nargs="*", metavar="NAME", help="analyses to run (default: all; see --list)")
+    p.add_argument("--list", action="store_true", help="list the analyses with their source and output, run nothing")
     p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
 
     add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",

@@ -1,7 +1,17 @@
-"""The main job: load → analyze → validate, with a timing row for every stage.
+"""The main job: the steps load → analyze → validate, with a timing row for every stage.
+
+Words used here and everywhere else in sci-ingest:
+
+* a **step** is one of :data:`STEPS`, what ``sci-ingest run`` chains and what
+  each Airflow task runs (``load_step``, ``analyze_step``, ``validate_step``);
+* an **analysis** is one declared computation over a collection
+  (``analytics.registry``); the analyze step runs the chosen analyses;
+* a **stage** is a timed unit of work with one row in ``stage_timings``
+  (``parse``, ``load``, ``analyze.cluster``, ``analyze.<analysis>``,
+  ``validate``; see ``ingest.timing``).
 
 ``run()`` is what ``sci-ingest run`` and ``make run`` call; ``task_load``,
-``task_analyze`` and ``task_validate`` are the same stages as Airflow tasks
+``task_analyze`` and ``task_validate`` are the same steps as Airflow tasks
 (each one a transaction of its own, given the run id by the scheduler).
 """
 
@@ -22,7 +32,7 @@ from ingest.catalog import TIMINGS
 from ingest.mongo import ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes, redact
 from ingest.timing import StageRecord, Timings
 
-STAGES = ("load", "analyze", "validate")
+STEPS = ("load", "analyze", "validate")
 EXIT_OK, EXIT_FATAL, EXIT_PARTIAL = 0, 1, 2
 
 
@@ -146,9 +156,9 @@ def _validation_json(report) -> dict | None:
     }
 
 
-# ------------------------------------------------------------------------ stages
-def stage_load(conn: Connection, timings: Timings, settings: Settings, paths: Sequence[str | Path] | None,
-               *, force: bool = False, log: Callable[[str], None] = _stderr):
+# ------------------------------------------------------------------------ steps
+def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Sequence[str | Path] | None,
+              *, force: bool = False, log: Callable[[str], None] = _stderr):
     from ingest.loader import Loader
 
     loader = Loader(conn.db, timings.run_id, timings, batch_size=settings.batch_size, force=force,
@@ -179,20 +189,23 @@ def stage_load(conn: Connection, timings: Timings, settings: Settings, paths: Se
     return summary
 
 
-def stage_analyze(conn: Connection, timings: Timings, settings: Settings, stages: Sequence[str] | None = None):
-    from analytics.runner import STAGES as ANALYSIS_STAGES, analyze, dask_client, warm_up
+def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None):
+    """Run the named analyses (default: all) on one Dask cluster, one timed stage each."""
+    from analytics.cluster import dask_client, warm_up
+    from analytics.registry import select
+    from analytics.runner import run_analysis
 
+    chosen = select(names)
     results = []
-    names = list(stages or ANALYSIS_STAGES)
     with ExitStack() as stack:
         with timings.stage("analyze.cluster") as rec:  # start (or reach) the cluster, warm its workers
             client = stack.enter_context(dask_client(settings.dask_scheduler))
             rec.records_in = rec.records_out = None
             rec.detail = {"scheduler": settings.dask_scheduler or "LocalCluster", "workers": warm_up(client)}
-        for name in names:
-            with timings.stage(f"analyze.{name}") as rec:
-                (result,) = analyze(conn.uri, settings.db_name, timings.run_id, settings.out_dir,
-                                    stages=[name], client=client)
+        for analysis in chosen:
+            with timings.stage(f"analyze.{analysis.name}") as rec:
+                result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
+                                      settings.out_dir)
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded}
@@ -200,7 +213,7 @@ def stage_analyze(conn: Connection, timings: Timings, settings: Settings, stages
     return results
 
 
-def stage_validate(conn: Connection, timings: Timings, settings: Settings):
+def validate_step(conn: Connection, timings: Timings, settings: Settings):
     from analytics.validate import validate
 
     with timings.stage("validate") as rec:
@@ -215,8 +228,10 @@ def stage_validate(conn: Connection, timings: Timings, settings: Settings):
 
 
 # --------------------------------------------------------------------- the run
-def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, stages: Sequence[str] = STAGES,
-        force: bool = False, run_id: str | None = None, log: Callable[[str], None] = _stderr) -> RunReport:
+def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps: Sequence[str] = STEPS,
+        analyses: Sequence[str] | None = None, force: bool = False, run_id: str | None = None,
+        log: Callable[[str], None] = _stderr) -> RunReport:
+    """Run ``steps`` (default: all) on the configured database; ``analyses`` chooses the analyses."""
     run_id = run_id or new_run_id()
     with database(settings, log=log) as conn:
         report = RunReport(run_id=run_id, server=conn.info, uri=conn.uri)
@@ -224,14 +239,14 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, stages
         report.stages = timings.records
         try:
             report.notes = prepare(conn, log=log)
-            if "load" in stages:
-                report.load = stage_load(conn, timings, settings, paths, force=force, log=log)
+            if "load" in steps:
+                report.load = load_step(conn, timings, settings, paths, force=force, log=log)
                 if report.load.failed:
                     report.exit_code = EXIT_PARTIAL
-            if "analyze" in stages:
-                report.analysis = stage_analyze(conn, timings, settings)
-            if "validate" in stages:
-                report.validation = stage_validate(conn, timings, settings)
+            if "analyze" in steps:
+                report.analysis = analyze_step(conn, timings, settings, analyses)
+            if "validate" in steps:
+                report.validation = validate_step(conn, timings, settings)
                 report.validation.raise_for_critical()
         except ValidationFailed as exc:
             report.error = str(exc)
@@ -253,7 +268,7 @@ def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
         prepare(conn)
-        summary = stage_load(conn, timings, settings, paths)
+        summary = load_step(conn, timings, settings, paths)
     result = {"run_id": run_id, **summary.as_dict()}
     result.pop("files")
     if summary.files and summary.count("failed") == len(summary.files):
@@ -265,14 +280,14 @@ def task_analyze(run_id: str, mongo_uri: str | None = None) -> dict:
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
-        results = stage_analyze(conn, timings, settings)
-    return {"run_id": run_id, "stages": [_jsonable(r) for r in results]}
+        results = analyze_step(conn, timings, settings)
+    return {"run_id": run_id, "analyses": [_jsonable(r) for r in results]}
 
 
 def task_validate(run_id: str, mongo_uri: str | None = None) -> dict:
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
-        report = stage_validate(conn, timings, settings)
+        report = validate_step(conn, timings, settings)
     report.raise_for_critical()
     return {"run_id": run_id, **_validation_json(report)}

@@ -16,14 +16,14 @@ def _fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def table(rows: Iterable[dict], columns: list[tuple[str, str]]) -> str:
-    """A plain-text table; ``columns`` are (key, header) pairs."""
+def table(rows: Iterable[dict], columns: list[tuple[str, str]], left: int = 1) -> str:
+    """A plain-text table; ``columns`` are (key, header) pairs; the first ``left`` columns align left."""
     rows = list(rows)
     cells = [[h for _, h in columns]] + [[_fmt(r.get(k)) for k, _ in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
     for n, row in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.append("  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Analysis stages: pure pandas arithmetic, partition planning and the Dask runner.
+"""Analyses: pure pandas arithmetic, partition planning and the Dask runner.
 
 Expected values are computed by hand in the comments next to them.  The
 database tests use the real server from ``conftest.py``; one LocalCluster
@@ -16,7 +16,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import stages
+from analytics.analyses import best_hits as bh
+from analytics.analyses import oxide_formation_energy as ox
+from analytics.cluster import dask_client
 from analytics.partitions import (
     PartitionSpec,
     meta_for,
@@ -24,13 +26,12 @@ from analytics.partitions import (
     read_collection,
     read_partition,
 )
-from analytics.runner import (
-    HITS_COLUMNS,
-    HITS_PROJECTION,
-    analyze,
-    dask_client,
-)
+from analytics.registry import UnknownAnalysis
+from analytics.runner import analyze
+from analytics.schema import Schema, empty
 from ingest.errors import AnalysisError, ConfigError
+
+HITS_COLUMNS = bh.COLUMNS
 
 NaN = float("nan")
 
@@ -104,8 +105,8 @@ def expected_best_record(search_id: str) -> dict:
 
 
 def test_best_hits_hand_computed():
-    result = stages.best_hits(HITS)
-    assert list(result.columns) == list(stages.BEST_HITS_DTYPES)
+    result = bh.best_hits(HITS)
+    assert list(result.columns) == list(bh.OUTPUT_TYPES)
     assert list(result["search_id"]) == ["A", "B", "C"]
     for record in frame_records(result):
         assert_record(record, expected_best_record(record["search_id"]))
@@ -113,28 +114,28 @@ def test_best_hits_hand_computed():
 
 def test_best_hits_ignores_row_order():
     shuffled = HITS.sample(frac=1.0, random_state=7).reset_index(drop=True)
-    pd.testing.assert_frame_equal(stages.best_hits(shuffled), stages.best_hits(HITS))
+    pd.testing.assert_frame_equal(bh.best_hits(shuffled), bh.best_hits(HITS))
 
 
 def test_best_hits_search_straddling_partitions_needs_grouping():
     # Split A's hits over two "partitions": per-partition results are wrong and
     # duplicated, grouping by search_id first (what the runner does) is exact.
     part1, part2 = HITS.iloc[:2], HITS.iloc[2:]
-    naive = pd.concat([stages.best_hits(part1), stages.best_hits(part2)])
+    naive = pd.concat([bh.best_hits(part1), bh.best_hits(part2)])
     assert naive["search_id"].tolist().count("A") == 2
     naive_a = naive[naive["search_id"] == "A"]
     assert set(naive_a["best_hit_id"]) == {"a2", "a3"}  # each half has its own "best"
     regrouped = pd.concat([part1, part2]).groupby("search_id", group_keys=False)
-    combined = pd.concat(stages.best_hits(g) for _, g in regrouped).reset_index(drop=True)
-    pd.testing.assert_frame_equal(combined, stages.best_hits(HITS))
+    combined = pd.concat(bh.best_hits(g) for _, g in regrouped).reset_index(drop=True)
+    pd.testing.assert_frame_equal(combined, bh.best_hits(HITS))
 
 
 def test_best_hits_empty_and_missing_columns():
-    empty = stages.best_hits(HITS.iloc[:0])
-    assert len(empty) == 0
-    assert empty.dtypes.to_dict() == stages.empty(stages.BEST_HITS_DTYPES).dtypes.to_dict()
+    none = bh.best_hits(HITS.iloc[:0])
+    assert len(none) == 0
+    assert none.dtypes.to_dict() == empty(bh.OUTPUT_TYPES).dtypes.to_dict()
     with pytest.raises(AnalysisError, match="evalue"):
-        stages.best_hits(HITS.drop(columns=["evalue"]))
+        bh.best_hits(HITS.drop(columns=["evalue"]))
 
 
 # ------------------------------------------------------------------ oxides (pure)
@@ -160,31 +161,30 @@ EXPECTED_OXIDES = [
 
 
 def test_oxide_formation_energy_hand_computed():
-    result = stages.oxide_formation_energy(MATERIALS)
-    assert list(result.columns) == list(stages.OXIDE_DTYPES)
+    result, excluded = ox.oxide_formation_energy(MATERIALS)
+    assert list(result.columns) == list(ox.OUTPUT_TYPES)
     records = frame_records(result)
     assert len(records) == len(EXPECTED_OXIDES)
     for got, want in zip(records, EXPECTED_OXIDES):
         assert_record(got, want)
-    assert result.attrs == {"records_in": 9, "oxides": 7, "no_elements": 1,
-                            "excluded_no_formation_energy": 1}
+    assert excluded == {"no_formation_energy": 1, "no_elements": 1}
+    assert result["count"].sum() + excluded["no_formation_energy"] == 7  # the oxides
 
 
 @pytest.mark.parametrize("cuts", [(1,), (3, 5), (2, 4, 6, 8), (9,)])
 def test_oxide_partials_combine_to_whole(cuts):
     bounds = [0, *cuts, len(MATERIALS)]
     parts = [MATERIALS.iloc[a:b] for a, b in zip(bounds, bounds[1:])]
-    combined = stages.oxide_combine([stages.oxide_partial(p) for p in parts],
-                                    [stages.oxide_tally(p) for p in parts])
-    whole = stages.oxide_formation_energy(MATERIALS)
+    combined, combined_excluded = ox.oxide_combine([ox.oxide_partial(p) for p in parts])
+    whole, whole_excluded = ox.oxide_formation_energy(MATERIALS)
     pd.testing.assert_frame_equal(combined, whole)
-    assert combined.attrs == whole.attrs
+    assert combined_excluded == whole_excluded
 
 
 def test_oxide_no_oxides_gives_empty_table():
-    result = stages.oxide_formation_energy(MATERIALS[MATERIALS["material_id"] == "m4"])
+    result, excluded = ox.oxide_formation_energy(MATERIALS[MATERIALS["material_id"] == "m4"])
     assert len(result) == 0
-    assert result.attrs["records_in"] == 1 and result.attrs["oxides"] == 0
+    assert excluded == {"no_formation_energy": 0, "no_elements": 0}
 
 
 # ------------------------------------------------------------------ partitions
@@ -204,8 +204,10 @@ SEARCHES = {f"{'ab' * 10}:{i}": n for i, n in enumerate([5, 1, 7, 3, 4, 2, 6, 1,
 @pytest.mark.parametrize("key", ["_id", "search_id"])
 def test_plan_partitions_covers_every_document_once(mongo_uri, db, key):
     docs = _insert_hits(db.hits, SEARCHES)
-    specs = plan_partitions(mongo_uri, db.name, "hits", 4, key=key,
-                            projection=HITS_PROJECTION, columns=HITS_COLUMNS)
+    specs = plan_partitions(mongo_uri, db.name, "hits", 4, key=key, columns=HITS_COLUMNS)
+    assert specs[0].projection == {"rank": 1, "hit_id": 1, "library": 1, "program": 1, "query_id": 1,
+                                   "search_id": 1, "hsps.bits": 1, "hsps.score": 1, "hsps.evalue": 1,
+                                   "hsps.identity": 1}
     assert 1 < len(specs) <= 4
     assert [s.upper_inclusive for s in specs] == [False] * (len(specs) - 1) + [True]
     frames = [read_partition(s) for s in specs]
@@ -375,6 +377,7 @@ def _check_published(db, collection, parquet_path, expected: dict):
 
 @pytest.mark.parametrize("hits_key, partitions", [("search_id", 2), ("_id", 3)])
 def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitions):
+    """With hits_key "_id" the runner partitions on _id and shuffles on the declared group key."""
     hits, (a, b, c) = _e2e_hits("9f3c2a")
     db.hits.insert_many(hits)
     db.materials.insert_many(E2E_MATERIALS)
@@ -385,7 +388,7 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
         assert sum(a in o for o in owners) >= 2
 
     results = analyze(mongo_uri, db.name, "run-1", tmp_path, partitions=partitions,
-                      client=dclient, hits_key=hits_key)
+                      client=dclient, partition_keys={"best_hits": hits_key})
     by_name = {r.name: r for r in results}
     assert list(by_name) == ["best_hits", "oxide_formation_energy"]
     best, oxide = by_name["best_hits"], by_name["oxide_formation_energy"]
@@ -397,17 +400,17 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
     _check_published(db, "query_best_hits", best.parquet_path, _expected_hits_docs(a, b, c, "run-1"))
     _check_published(db, "oxide_formation_energy", oxide.parquet_path, _expected_oxide_docs("run-1"))
 
-    # Each stage alone; the output is replaced as a whole (stale rows disappear).
+    # Each analysis alone; the output is replaced as a whole (stale rows disappear).
     db.hits.delete_many({"search_id": c})
-    (only,) = analyze(mongo_uri, db.name, "run-2", tmp_path, stages=["best_hits"],
-                      partitions=partitions, client=dclient, hits_key=hits_key)
+    (only,) = analyze(mongo_uri, db.name, "run-2", tmp_path, names=["best_hits"],
+                      partitions=partitions, client=dclient, partition_keys={"best_hits": hits_key})
     expected = _expected_hits_docs(a, b, c, "run-2")
     del expected[c]
     _check_published(db, "query_best_hits", only.parquet_path, expected)
     _check_published(db, "oxide_formation_energy", oxide.parquet_path, _expected_oxide_docs("run-1"))
 
     db.materials.delete_many({"_id": {"$in": ["mp-7", "mp-8"]}})
-    (only,) = analyze(mongo_uri, db.name, "run-3", tmp_path, stages=["oxide_formation_energy"],
+    (only,) = analyze(mongo_uri, db.name, "run-3", tmp_path, names=["oxide_formation_energy"],
                       partitions=partitions, client=dclient)
     expected = _expected_oxide_docs("run-3")
     del expected[1]
@@ -422,9 +425,10 @@ def test_analyze_empty_database(mongo_uri, db, dclient, tmp_path):
     assert pq.read_table(tmp_path / "best_hits.parquet").num_rows == 0
 
 
-def test_analyze_rejects_unknown_stage(mongo_uri, db, dclient, tmp_path):
-    with pytest.raises(ConfigError, match="unknown analysis stage"):
-        analyze(mongo_uri, db.name, "r", tmp_path, stages=["nope"], client=dclient)
+def test_analyze_rejects_unknown_analysis(mongo_uri, db, dclient, tmp_path):
+    with pytest.raises(UnknownAnalysis, match="unknown analysis 'nope'; known: best_hits, oxide_formation_energy"):
+        analyze(mongo_uri, db.name, "r", tmp_path, names=["nope"], client=dclient)
+    assert issubclass(UnknownAnalysis, ConfigError)
 
 
 def test_dask_client_connects_to_a_given_scheduler(dclient):
@@ -463,7 +467,7 @@ def test_oxides_count_materials_not_documents_about_them(mongo_uri, db, dclient,
         {"_id": "mp-2", "material_id": "mp-2", "elements": ["Zn", "O"], "formation_energy_per_atom": -1.8,
          "band_gap": 3.3},  # no _ingest: loaded by other means, still a material
     ])
-    (result,) = analyze(mongo_uri, db.name, "r", tmp_path, stages=["oxide_formation_energy"], client=dclient)
+    (result,) = analyze(mongo_uri, db.name, "r", tmp_path, names=["oxide_formation_energy"], client=dclient)
     rows = {d["_id"]: d for d in db.oxide_formation_energy.find()}
     assert result.records_in == 2
     assert rows[-3]["count"] == 1 and rows[-3]["mean_band_gap"] == 4.5

@@ -34,7 +34,7 @@ import pymongo
 import pytest
 from pymongo.uri_parser import parse_uri
 
-from ingest.airflow_support import paths_param, resolve_mongo_uri, run_stage
+from ingest.airflow_support import paths_param, resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, DatabaseError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ except Exception as exc:
     facts["bad_conf_rejected"] = type(exc).__name__
 
 # 3. ingest.airflow_support against AIRFLOW_CONN_* connections (env secrets backend).
-from ingest.airflow_support import resolve_mongo_uri, run_stage
+from ingest.airflow_support import resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, ValidationFailed
 conn = {{}}
 conn["undefined"] = resolve_mongo_uri("sci_ingest_no_such_conn")
@@ -162,7 +162,7 @@ facts["conn"] = conn
 def fails():
     raise ValidationFailed("2 critical expectations failed", [{{"expectation": "hits.evalue >= 0"}}])
 try:
-    run_stage(fails)
+    run_task(fails)
 except Exception as exc:
     facts["fail_exc"] = [type(exc).__module__ + "." + type(exc).__name__, str(exc),
                          type(exc.__cause__).__name__]
@@ -233,7 +233,7 @@ def test_resolve_mongo_uri_from_airflow_connections(dag_facts, mongo_uri):
         client.close()
 
 
-def test_run_stage_fails_fast_on_deterministic_errors(dag_facts):
+def test_run_task_fails_fast_on_deterministic_errors(dag_facts):
     exc_type, message, cause = dag_facts["fail_exc"]
     assert exc_type == "airflow.sdk.exceptions.AirflowFailException"
     assert message.startswith("ValidationFailed: 2 critical expectations failed")
@@ -242,8 +242,8 @@ def test_run_stage_fails_fast_on_deterministic_errors(dag_facts):
 
 
 # ------------------------------------------------------------------ no Airflow needed
-def test_run_stage_passes_results_and_transient_errors():
-    assert run_stage(lambda run_id, mongo_uri=None: {"run_id": run_id, "uri": mongo_uri}, "r1", mongo_uri="m") == {
+def test_run_task_passes_results_and_transient_errors():
+    assert run_task(lambda run_id, mongo_uri=None: {"run_id": run_id, "uri": mongo_uri}, "r1", mongo_uri="m") == {
         "run_id": "r1", "uri": "m",
     }
 
@@ -251,7 +251,7 @@ def test_run_stage_passes_results_and_transient_errors():
         raise DatabaseError("connection refused")
 
     with pytest.raises(DatabaseError):  # left to Airflow's retries
-        run_stage(transient, "r1")
+        run_task(transient, "r1")
 
 
 def test_paths_param():

@@ -1,0 +1,117 @@
+"""best_hits: for each search, its best hit and the distribution of its hits' scores.
+
+Input: one row per hit with ``search_id, query_id, library, program, rank,
+hit_id`` and the first (best) HSP's ``score, evalue, bits, identity``.
+Output: one row per search (see :data:`OUTPUT_TYPES`).  The best hit has the
+highest score; ties go to the lower E-value, then the lower rank, then the
+smaller hit_id.  Missing values sort last and are never invented: a best hit
+without identity has ``best_identity`` NaN.  Score statistics ignore missing
+scores (``n_scored`` counts the rest); quantiles use linear interpolation
+(numpy's default).  Every row of one search must be in the same frame: the
+declaration partitions ``hits`` on ``search_id`` ranges (``$bucketAuto`` never
+splits one value across ranges), and the runner shuffles on ``search_id`` when
+asked to partition on another key.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analytics.registry import Analysis
+from analytics.schema import Column, conform, empty, require_columns
+from ingest.catalog import HITS
+from ingest.errors import AnalysisError
+
+COLUMNS = (
+    Column("search_id", "search_id", "string"),
+    Column("query_id", "query_id", "string"),
+    Column("library", "library", "string"),
+    Column("program", "program", "string"),
+    Column("rank", "rank", "int64"),
+    Column("hit_id", "hit_id", "string"),
+    Column("score", "hsps.0.score", "float64"),
+    Column("evalue", "hsps.0.evalue", "float64"),
+    Column("bits", "hsps.0.bits", "float64"),
+    Column("identity", "hsps.0.identity", "float64"),
+)
+INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
+
+OUTPUT_TYPES: dict[str, str] = {
+    "search_id": "str",
+    "query_id": "str",
+    "library": "str",
+    "program": "str",
+    "n_hits": "int64",
+    "n_scored": "int64",
+    "score_min": "float64",
+    "score_p25": "float64",
+    "score_median": "float64",
+    "score_p75": "float64",
+    "score_max": "float64",
+    "score_mean": "float64",
+    "best_hit_id": "str",
+    "best_rank": "Int64",
+    "best_score": "float64",
+    "best_evalue": "float64",
+    "best_bits": "float64",
+    "best_identity": "float64",
+}
+
+
+def best_hits(df: pd.DataFrame) -> pd.DataFrame:
+    """Best hit and score distribution per search; one row per ``search_id``, sorted."""
+    require_columns(df, INPUT_COLUMNS, "best_hits")
+    if df["search_id"].isna().any():
+        raise AnalysisError("best_hits: some hits have no search_id")
+    if df.empty:
+        return empty(OUTPUT_TYPES)
+    data = df.loc[:, list(INPUT_COLUMNS)].copy()
+    for col in ("score", "evalue", "bits", "identity"):
+        data[col] = pd.to_numeric(data[col], errors="coerce").astype("float64")
+    data["rank"] = data["rank"].astype("Int64")
+
+    groups = data.groupby("search_id", sort=True)
+    score = groups["score"]
+    stats = pd.DataFrame({
+        "n_hits": groups.size(),
+        "n_scored": score.count(),
+        "score_min": score.min(),
+        "score_p25": score.quantile(0.25),
+        "score_median": score.quantile(0.5),
+        "score_p75": score.quantile(0.75),
+        "score_max": score.max(),
+        "score_mean": score.mean(),
+        # first non-missing value of the search's metadata
+        "query_id": groups["query_id"].first(),
+        "library": groups["library"].first(),
+        "program": groups["program"].first(),
+    })
+
+    ordered = data.sort_values(
+        ["search_id", "score", "evalue", "rank", "hit_id"],
+        ascending=[True, False, True, True, True],
+        na_position="last",
+        kind="mergesort",
+    )
+    best = ordered.drop_duplicates("search_id", keep="first").set_index("search_id")
+    best = best.rename(columns={
+        "hit_id": "best_hit_id", "rank": "best_rank", "score": "best_score",
+        "evalue": "best_evalue", "bits": "best_bits", "identity": "best_identity",
+    })[["best_hit_id", "best_rank", "best_score", "best_evalue", "best_bits", "best_identity"]]
+
+    out = stats.join(best, how="left").rename_axis("search_id").reset_index()
+    return conform(out, OUTPUT_TYPES)
+
+
+ANALYSIS = Analysis(
+    name="best_hits",
+    description="for each search, its best hit and the distribution of its hits' scores",
+    source=HITS,
+    columns=COLUMNS,
+    partition_key="search_id",
+    group_key="search_id",
+    partition=best_hits,
+    output="query_best_hits",
+    output_id="search_id",
+    output_types=OUTPUT_TYPES,
+)
