@@ -1,0 +1,56 @@
+"""sci-ingest's analyses: declared once, run by one runner on Dask, validated by suites.
+
+The public API, imported lazily (``import analytics`` imports neither Dask,
+pandas nor pymongo)::
+
+    import analytics
+    for a in analytics.all_analyses():
+        print(a.name, a.source, "->", a.output)
+    results = analytics.analyze(uri, "sci_ingest", run_id="r1", out_dir="out/")
+
+To add an analysis, add one module to ``analytics/analyses/`` (see
+:mod:`analytics.registry`) and one expectation suite to ``schemas/expectations/``.
+"""
+
+from __future__ import annotations
+
+from ingest._lazy import lazy_exports as _lazy_exports
+
+TYPE_CHECKING = False
+
+# name -> "module:attribute"
+_EXPORTS = {
+    # declaring analyses
+    "Analysis": "analytics.registry:Analysis",
+    "Column": "analytics.schema:Column",
+    "Schema": "analytics.schema:Schema",
+    "all_analyses": "analytics.registry:all_analyses",
+    "analysis_names": "analytics.registry:analysis_names",
+    "get_analysis": "analytics.registry:get_analysis",
+    "select_analyses": "analytics.registry:select_analyses",
+    "UnknownAnalysis": "analytics.registry:UnknownAnalysis",
+    # running them
+    "analyze": "analytics.runner:analyze",
+    "run_analysis": "analytics.runner:run_analysis",
+    "AnalysisResult": "analytics.runner:AnalysisResult",
+    "dask_client": "analytics.cluster:dask_client",
+    # reading MongoDB in partitions
+    "PartitionSpec": "analytics.partitions:PartitionSpec",
+    "plan_partitions": "analytics.partitions:plan_partitions",
+    "read_partition": "analytics.partitions:read_partition",
+    "read_collection": "analytics.partitions:read_collection",
+}
+
+__all__ = sorted(_EXPORTS, key=str.casefold)
+
+if TYPE_CHECKING:
+    from analytics.cluster import dask_client  # noqa: F401
+    from analytics.partitions import PartitionSpec, plan_partitions, read_collection, read_partition  # noqa: F401
+    from analytics.registry import (  # noqa: F401
+        Analysis, UnknownAnalysis, all_analyses, analysis_names, get_analysis, select_analyses,
+    )
+    from analytics.runner import AnalysisResult, analyze, run_analysis  # noqa: F401
+    from analytics.schema import Column, Schema  # noqa: F401
+
+
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

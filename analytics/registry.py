@@ -33,7 +33,8 @@ from typing import Any, Callable
 from analytics.schema import Column, Schema, conform, empty
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["Analysis", "UnknownAnalysis", "all_analyses", "get", "names", "select", "concat_by_id"]
+__all__ = ["Analysis", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis", "select_analyses",
+           "concat_by_id"]
 
 
 @dataclass(frozen=True)
@@ -134,22 +135,22 @@ def all_analyses() -> list[Analysis]:
     return list(_discover().values())
 
 
-def names() -> list[str]:
+def analysis_names() -> list[str]:
     return list(_discover())
 
 
-def get(name: str) -> Analysis:
+def get_analysis(name: str) -> Analysis:
     try:
         return _discover()[name]
     except KeyError:
-        raise UnknownAnalysis([name], names()) from None
+        raise UnknownAnalysis([name], analysis_names()) from None
 
 
-def select(wanted: list[str] | tuple[str, ...] | None) -> list[Analysis]:
+def select_analyses(wanted: list[str] | tuple[str, ...] | None) -> list[Analysis]:
     """The named analyses in the order given (all when ``wanted`` is empty or None)."""
     if not wanted:
         return all_analyses()
     unknown = [n for n in wanted if n not in _discover()]
     if unknown:
-        raise UnknownAnalysis(unknown, names())
-    return [get(n) for n in dict.fromkeys(wanted)]
+        raise UnknownAnalysis(unknown, analysis_names())
+    return [get_analysis(n) for n in dict.fromkeys(wanted)]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Sequence
 
 from analytics.cluster import dask_client
-from analytics.registry import Analysis, select
+from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 
 __all__ = ["AnalysisResult", "analyze", "run_analysis", "default_partitions",
@@ -267,7 +267,7 @@ def analyze(
     """
     if not run_id or not isinstance(run_id, str):
         raise ConfigError("analyze needs a non-empty run_id")
-    chosen = select(list(names) if names is not None else None)
+    chosen = select_analyses(list(names) if names is not None else None)
 
     def run_all(dask) -> list[AnalysisResult]:
         return [run_analysis(a, dask, uri, db_name, run_id, Path(out_dir), partitions,

@@ -58,12 +58,12 @@ def cmd_load(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from analytics.registry import UnknownAnalysis, all_analyses, select
+    from analytics.registry import UnknownAnalysis, all_analyses, select_analyses
 
     if args.list:
         return _list_analyses(all_analyses(), args.json)
     try:
-        select(args.names)  # before any server or cluster starts
+        select_analyses(args.names)  # before any server or cluster starts
     except UnknownAnalysis as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

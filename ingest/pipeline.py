@@ -192,10 +192,10 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
 def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None):
     """Run the named analyses (default: all) on one Dask cluster, one timed stage each."""
     from analytics.cluster import dask_client, warm_up
-    from analytics.registry import select
+    from analytics.registry import select_analyses
     from analytics.runner import run_analysis
 
-    chosen = select(names)
+    chosen = select_analyses(names)
     results = []
     with ExitStack() as stack:
         with timings.stage("analyze.cluster") as rec:  # start (or reach) the cluster, warm its workers

@@ -1,0 +1,52 @@
+"""The public API of ``ingest`` and ``analytics``: small, listed in ``__all__``, lazy (as httpx checks its own)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import types
+
+import pytest
+
+PACKAGES = ("ingest", "analytics")
+NOT_API = {"annotations", "TYPE_CHECKING"}
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_is_sorted_and_every_name_resolves(name):
+    package = importlib.import_module(name)
+    assert package.__all__ == sorted(package.__all__, key=str.casefold)
+    assert len(package.__all__) == len(set(package.__all__))
+    for attr in package.__all__:
+        value = getattr(package, attr)
+        assert not isinstance(value, types.ModuleType), attr
+        assert getattr(value, "__module__", name).split(".")[0] == name, (attr, value)
+    with pytest.raises(AttributeError, match="no attribute 'not_there'"):
+        getattr(package, "not_there")
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_every_public_member_is_exported(name):
+    package = importlib.import_module(name)
+    for attr in package.__all__:
+        getattr(package, attr)
+    public = {m for m, v in vars(package).items()
+              if not m.startswith("_") and m not in NOT_API and not isinstance(v, types.ModuleType)}
+    assert public == set(package.__all__)
+    assert set(package.__all__) <= set(dir(package))
+
+
+def test_the_api_names_are_unique_across_packages():
+    import analytics
+    import ingest
+
+    assert not set(ingest.__all__) & set(analytics.__all__)
+
+
+def test_importing_the_packages_imports_nothing_heavy():
+    code = ("import sys, ingest, analytics; "
+            "heavy = [m for m in ('pymongo', 'pandas', 'dask', 'pyarrow', 'great_expectations', 'typing') "
+            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
