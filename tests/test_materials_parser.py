@@ -324,6 +324,24 @@ def test_unstorable_records_are_parse_errors():
     assert "UTF-8" in items[1].reason and items[1].line == 2
 
 
+def test_unstorable_record_in_the_middle_is_named_by_its_number():
+    """An encoding failure names the file and the record, like a parse failure, in every layout."""
+    good = [json.dumps(d) for d in GOOD]
+    bad = '{"material_id": "mp-99", "x": {"note": "\\udc00 lone"}}'
+    jsonl = "\n".join(good[:3] + [bad] + good[3:]).encode()  # record 4, line 4
+    items = _read_stored(jsonl, "mid.jsonl")
+    assert [type(i).__name__ for i in items] == ["dict"] * 3 + ["ParseError"] + ["dict"] * 2
+    error = items[3]
+    assert (error.source, error.line) == ("mid.jsonl", 4) and "surrogate" in error.reason
+    assert str(error).startswith("mid.jsonl:4: ")
+    deep = '{"material_id": "mp-98", "x": ' + "[" * 120 + "]" * 120 + "}"
+    array = ("[\n  " + ",\n  ".join(good[:2] + [deep] + good[2:]) + "\n]\n").encode()  # record 3, line 4
+    items = _read_stored(array, "mid.json")
+    [error] = [i for i in items if isinstance(i, ParseError)]
+    assert items.index(error) == 2 and error.line == 3 and error.source == "mid.json"
+    assert "100 levels" in error.reason and error.reason.endswith("(line 4)")
+
+
 def test_random_bytes_never_raise():
     rng = random.Random(7)
     for n in range(300):
