@@ -8,8 +8,9 @@ transactions (which standalone servers lack):
   every document of that sha256 is deleted again before the file is marked
   ``failed``;
 * record files (materials / tasks) are read twice: a first pass checks every
-  record, and only a file without a bad record is written (so no upsert ever
-  has to be undone).
+  record and builds its document (one at a time, then dropped), so a record the
+  stored form cannot hold is found there too, and only a file without a bad
+  record is written (so no upsert ever has to be undone).
 
 A bad file never stops the run: it is named with the line (or record) and
 reason, marked ``failed`` in the ledger, and the other files go on.
@@ -267,8 +268,13 @@ class Loader:
         counts: dict[str, int] = {}
         t0 = time.perf_counter()
         try:
-            with open_binary(path) as handle:  # pass 1: every record must be good
+            with open_binary(path) as handle:  # pass 1: every record must be good, and storable
                 for item in read_records(handle, source):
+                    if not isinstance(item, ParseError):
+                        try:  # build its document (and drop it): pass 2 must not meet a bad one
+                            record_document(item, sha256=outcome.sha256, path=outcome.path)
+                        except ParseError as exc:
+                            item = exc
                     if isinstance(item, ParseError):
                         if len(outcome.errors) < MAX_ERRORS_KEPT:
                             outcome.errors.append({"line": item.line, "reason": item.reason})

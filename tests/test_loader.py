@@ -151,6 +151,50 @@ def test_bad_files_are_named_set_aside_and_the_rest_goes_in(db, small_inputs):
         assert ledger[name]["status"] == "failed" and ledger[name]["error"]
 
 
+def unstorable_records(folder: Path, name: str, changed: bool = False) -> Path:
+    """Ten good sample records but for two the stored form cannot hold: record 7 nested deeper
+    than MongoDB allows, record 9 holding a lone surrogate.  ``changed``: record 1 also differs."""
+    with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
+        records = [json.loads(next(src)) for _ in range(10)]
+    if changed:
+        records[0]["band_gap"] = 42.5
+    lines = [json.dumps(r) for r in records]
+    lines[6] = lines[6][:-1] + ', "deep": ' + "[" * 120 + "]" * 120 + "}"
+    lines[8] = lines[8][:-1] + ', "note": "\\ud800"}'
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_unstorable_record_is_named_and_sets_the_file_aside(db, tmp_path):
+    """Found while building the documents in the checking pass: named file:record like a parse
+    error, and nothing is written, although the good records before it fill several batches."""
+    path = unstorable_records(tmp_path, "unstorable.jsonl")
+    result = make_loader(db, batch_size=2).load([path])
+    [outcome] = result.files
+    assert outcome.status == "failed"
+    assert "unstorable.jsonl:7: 2 bad record(s); first: nested more than 100 levels deep" in outcome.reason
+    assert [e["line"] for e in outcome.errors[:2]] == [7, 9] and "surrogate" in outcome.errors[1]["reason"]
+    assert outcome.inserted == outcome.updated == 0
+    assert count_all(db) == {"searches": 0, "hits": 0, "materials": 0, "tasks": 0}
+    [entry] = db.ingest_files.find()
+    assert entry["status"] == "failed" and entry["error"] == outcome.reason
+    assert entry["errors"] == outcome.errors
+
+
+def test_unstorable_record_leaves_the_loaded_version_untouched(db, tmp_path):
+    path = tmp_path / "m.jsonl"
+    with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
+        path.write_text("".join(next(src) for _ in range(10)))
+    first = make_loader(db).load([path])
+    before = {d["_id"]: d for d in db.materials.find()}
+    assert first.files[0].status == "loaded" and len(before) == 10
+    unstorable_records(tmp_path, "m.jsonl", changed=True)  # a new version of the same file
+    result = make_loader(db, batch_size=2).load([path])
+    assert result.files[0].status == "failed" and result.files[0].errors[0]["line"] == 7
+    assert {d["_id"]: d for d in db.materials.find()} == before  # record 1's change is not written either
+
+
 def test_truncated_search_file_rolls_back_partial_writes(db, tmp_path):
     """A file that breaks after many complete queries leaves no document behind."""
     big = max(pasta_samples(), key=lambda p: p.stat().st_size if p.suffix == ".m10" else 0)

@@ -1,5 +1,6 @@
-"""ingest.parsers.materials: reading, classification, the stored form and its inverse,
-and the generated samples.  Pure: no database (the BSON round trip uses ``bson`` only)."""
+"""ingest.parsers.materials (reading, classification) and ingest.documents.materials (the
+stored form and its inverse), and the generated samples.  Pure: no database (the BSON round
+trip uses ``bson`` only)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from jsonschema import Draft202012Validator
 
 from ingest import parsers
 from ingest.errors import InputError, ParseError
+from ingest.documents.materials import ELEMENTS, from_document, record_document, to_document
 from ingest.parsers import materials as M
-from ingest.parsers.materials import Record, classify, from_document, read_records, to_document
+from ingest.parsers.materials import Record, classify, read_records
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples" / "materials"
@@ -123,7 +125,7 @@ def test_real_file(shared_materials, name):
         assert (item.kind, item.doc_type) == (kind, doc_type), where
         assert item.key == _expected_key(original, kind, doc_type), where
         assert classify(original) == (item.kind, item.doc_type, item.key)
-        doc = item.doc
+        doc = to_document(item.raw)
         assert doc["_ingest"]["key"] == item.key and doc["_ingest"]["kind"] == item.kind
         if kind == "material":
             assert isinstance(doc.get("material_id"), str) and doc["material_id"], where
@@ -166,7 +168,7 @@ def test_legacy_material_aliases_use_the_file_values(shared_materials):
         records = list(read_records(fh, str(path)))
     assert [o["task_id"] for o in originals] == ["mp-20351", "mp-19"]
     for original, record in zip(originals, records):
-        doc = record.doc
+        doc = to_document(record.raw)
         assert doc["material_id"] == original["task_id"]
         assert doc["formula_pretty"] == original["pretty_formula"]
         assert doc["energy_above_hull"] == original["e_above_hull"]
@@ -251,7 +253,7 @@ def test_single_pretty_printed_object_and_concatenated_objects():
     doc = {"material_id": "mp-7", "structure": {"lattice": {"matrix": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]},
                                                  "sites": [{}]}}
     items = _read(json.dumps(doc, indent=2).encode())
-    assert len(items) == 1 and items[0].key == "mp-7" and from_document(items[0].doc) == doc
+    assert len(items) == 1 and items[0].key == "mp-7" and from_document(to_document(items[0].raw)) == doc
     two = json.dumps(doc, indent=2) + "\n" + json.dumps({"task_id": "mp-8", "input": {}, "output": {}}, indent=4)
     assert [(i.kind, i.key, i.line) for i in _read(two.encode())] == [("material", "mp-7", 1), ("task", "mp-8", 2)]
 
@@ -286,24 +288,58 @@ def test_odd_field_types_do_not_break_classification_or_aliases():
     items = _read("\n".join(json.dumps(d) for d in odd).encode())
     assert [(i.kind, i.key) for i in items] == [("material", "mp-1"), ("material", "mp-2"), ("task", "17"),
                                                  ("material", "mp-3")]
-    for item, original in zip(items, odd):
-        assert from_document(bson.decode(bson.encode(item.doc))) == original
-    assert items[0].doc["_ingest"]["added"] == [] and items[3].doc["_ingest"]["added"] == []
-    assert items[1].doc["band_gap"] == {"search_gap": {"band_gap": "n/a"}}
+    docs = [to_document(item.raw) for item in items]
+    for doc, original in zip(docs, odd):
+        assert from_document(bson.decode(bson.encode(doc))) == original
+    assert docs[0]["_ingest"]["added"] == [] and docs[3]["_ingest"]["added"] == []
+    assert docs[1]["band_gap"] == {"search_gap": {"band_gap": "n/a"}}
+
+
+def _read_stored(data: bytes, source: str = "mem") -> list:
+    """The parser's items with each record's stored document built, as the loader's checking
+    pass builds them: a record the stored form cannot hold becomes its ParseError."""
+    items = []
+    for item in _read(data, source):
+        if isinstance(item, Record):
+            try:
+                item = record_document(item, sha256="0" * 64, path=source)
+            except ParseError as exc:
+                item = exc
+        items.append(item)
+    return items
 
 
 def test_unstorable_records_are_parse_errors():
     deep = b'{"material_id": "mp-1", "x": ' + b"[" * 120 + b"]" * 120 + b"}"
-    [item] = _read(deep)
+    assert isinstance(_read(deep)[0], Record)  # good JSON: the parser does not judge storability
+    [item] = _read_stored(deep)
     assert isinstance(item, ParseError) and "100 levels" in item.reason
     very_deep = b'{"material_id": "mp-1", "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
-    [item] = _read(very_deep)
+    [item] = _read_stored(very_deep)
     assert isinstance(item, ParseError) and "deep" in item.reason
-    [item] = _read(b'{"material_id": "mp-1", "note": "\\ud800"}')
+    [item] = _read_stored(b'{"material_id": "mp-1", "note": "\\ud800"}')
     assert isinstance(item, ParseError) and "surrogate" in item.reason
     items = _read(b'{"material_id": "mp-1"}\n{"material_id": "mp-2", "x": "\xff\xfe"}\n{"material_id": "mp-3"}\n')
     assert [type(i).__name__ for i in items] == ["Record", "ParseError", "Record"]
     assert "UTF-8" in items[1].reason and items[1].line == 2
+
+
+def test_unstorable_record_in_the_middle_is_named_by_its_number():
+    """An encoding failure names the file and the record, like a parse failure, in every layout."""
+    good = [json.dumps(d) for d in GOOD]
+    bad = '{"material_id": "mp-99", "x": {"note": "\\udc00 lone"}}'
+    jsonl = "\n".join(good[:3] + [bad] + good[3:]).encode()  # record 4, line 4
+    items = _read_stored(jsonl, "mid.jsonl")
+    assert [type(i).__name__ for i in items] == ["dict"] * 3 + ["ParseError"] + ["dict"] * 2
+    error = items[3]
+    assert (error.source, error.line) == ("mid.jsonl", 4) and "surrogate" in error.reason
+    assert str(error).startswith("mid.jsonl:4: ")
+    deep = '{"material_id": "mp-98", "x": ' + "[" * 120 + "]" * 120 + "}"
+    array = ("[\n  " + ",\n  ".join(good[:2] + [deep] + good[2:]) + "\n]\n").encode()  # record 3, line 4
+    items = _read_stored(array, "mid.json")
+    [error] = [i for i in items if isinstance(i, ParseError)]
+    assert items.index(error) == 2 and error.line == 3 and error.source == "mid.json"
+    assert "100 levels" in error.reason and error.reason.endswith("(line 4)")
 
 
 def test_random_bytes_never_raise():
@@ -478,12 +514,12 @@ def test_samples_read_cleanly(samples):
     assert all(isinstance(i, Record) and i.kind == "material" for i in mat_items)
     assert all(isinstance(i, Record) and i.kind == "task" for i in task_items)
     for raw, item in zip(materials + tasks, mat_items + task_items):
-        assert from_document(item.doc) == raw
+        assert from_document(to_document(item.raw)) == raw
 
 
 def test_samples_are_physically_plausible(samples, gen):
     (materials, mat_items), _ = samples
-    docs = [item.doc for item in mat_items]  # canonical names for legacy records too
+    docs = [to_document(item.raw) for item in mat_items]  # canonical names for legacy records too
     oxide_ef, other_ef, fluoride_gaps, metal_gaps, hulls = [], [], [], [], []
     for doc in docs:
         elements, comp = doc["elements"], doc["composition"]
@@ -492,7 +528,7 @@ def test_samples_are_physically_plausible(samples, gen):
         counts = {el: int(n) for el, n in comp.items()}
         reduced, units = gen.reduce_counts(counts)
         assert doc["formula_pretty"] == gen.formula_of(reduced)
-        assert all(el in M.ELEMENTS for el in elements)
+        assert all(el in ELEMENTS for el in elements)
         is_metallic = all(el in gen.METALS for el in elements) or len(elements) == 1
         if not is_metallic:
             assert gen.charge_balanced(counts), doc["formula_pretty"]
@@ -528,13 +564,13 @@ def test_samples_are_physically_plausible(samples, gen):
 
 def test_samples_include_legacy_names_that_normalise(samples):
     (materials, mat_items), (tasks, task_items) = samples
-    legacy = [(raw, item.doc) for raw, item in zip(materials, mat_items) if "pretty_formula" in raw]
+    legacy = [(raw, to_document(item.raw)) for raw, item in zip(materials, mat_items) if "pretty_formula" in raw]
     assert len(legacy) >= 50
     for raw, doc in legacy:
         assert doc["formula_pretty"] == raw["pretty_formula"]
         assert doc["energy_above_hull"] == raw["e_above_hull"]
         assert "formula_pretty" in doc["_ingest"]["added"]
-    dated = [(raw, item.doc) for raw, item in zip(materials + tasks, mat_items + task_items)
+    dated = [(raw, to_document(item.raw)) for raw, item in zip(materials + tasks, mat_items + task_items)
              if isinstance(raw.get("last_updated"), dict)]
     assert dated and all(isinstance(doc["last_updated"], datetime) for _, doc in dated)
     assert any(isinstance(raw.get("band_gap"), dict) for raw, _ in legacy)
@@ -542,11 +578,12 @@ def test_samples_include_legacy_names_that_normalise(samples):
 
 def test_tasks_are_linked_to_materials(samples):
     (_, mat_items), (_, task_items) = samples
-    materials = {item.doc["material_id"]: item.doc for item in mat_items}
+    material_docs = [to_document(item.raw) for item in mat_items]
+    materials = {doc["material_id"]: doc for doc in material_docs}
     assert len(materials) == len(mat_items)
     task_ids = set()
     for item in task_items:
-        doc = item.doc
+        doc = to_document(item.raw)
         material = materials[doc["material_id"]]
         assert doc["task_id"] in material["task_ids"]
         assert doc["formula_pretty"] == material["formula_pretty"] and doc["elements"] == material["elements"]
@@ -566,14 +603,14 @@ def test_samples_match_the_json_schemas(samples, schema_name, index):
     validator = Draft202012Validator(schema)
     _, items = samples[index]
     for item in items:
-        errors = sorted(validator.iter_errors(item.doc), key=lambda e: list(e.path))
+        errors = sorted(validator.iter_errors(to_document(item.raw)), key=lambda e: list(e.path))
         assert not errors, f"{item.key}: {[e.message for e in errors[:3]]}"
 
 
 def test_schemas_reject_inconsistent_documents(samples):
     (_, mat_items), (_, task_items) = samples
     material = Draft202012Validator(json.loads((SCHEMAS / "material.schema.json").read_text()))
-    doc = json.loads(json.dumps(next(i.doc for i in mat_items if isinstance(i.doc["last_updated"], str))))
+    doc = json.loads(json.dumps(next(to_document(i.raw) for i in mat_items if isinstance(i.raw["last_updated"], str))))
     assert material.is_valid(doc)
     for field, value in [("symmetry", {"crystal_system": "cubic", "symbol": "P-1", "number": 2}),
                          ("energy_above_hull", -0.1), ("band_gap", -1.0), ("elements", ["Fe", "Fe"]),
@@ -581,7 +618,7 @@ def test_schemas_reject_inconsistent_documents(samples):
         assert not material.is_valid({**doc, field: value}), field
     assert not material.is_valid({k: v for k, v in doc.items() if k != "formula_pretty"})
     task = Draft202012Validator(json.loads((SCHEMAS / "task.schema.json").read_text()))
-    tdoc = json.loads(json.dumps(task_items[0].doc))
+    tdoc = json.loads(json.dumps(to_document(task_items[0].raw)))
     assert task.is_valid(tdoc)
     assert not task.is_valid({**tdoc, "output": {"energy": -1.0}})
     assert not task.is_valid({**tdoc, "_ingest": {**tdoc["_ingest"], "kind": "material"}})

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ingest.documents.materials import from_document
 from ingest.loader import Loader
-from ingest.parsers.materials import classify, from_document
+from ingest.parsers.materials import classify
 from ingest.timing import Timings
 
 

@@ -262,7 +262,7 @@ def test_unknown_suite_name_and_invalid_expectation(db, mongo_uri, tmp_path):
 
 
 def _parsed_documents(path: Path, limit: int | None = None) -> list[dict]:
-    """Documents as the materials parser stores them (``Record.doc`` keyed by ``Record.key``)."""
+    """Documents as the loader stores them (``record_document``: the stored form keyed by ``Record.key``)."""
     from itertools import islice
 
     from ingest.documents import record_document

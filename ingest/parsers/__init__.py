@@ -14,6 +14,9 @@ Parser contracts (pure: no I/O beyond reading the handle they are given):
   Iterator[ingest.parsers.materials.Record | ingest.errors.ParseError]``; a bad record
   is *yielded* as a ParseError (file, record number, reason) so the caller can
   set the whole file aside.
+
+Parsers yield neutral objects, never the stored form: the documents MongoDB gets are
+made from them by :mod:`ingest.documents` (one module per format).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure conversion of parsed objects into MongoDB documents.
+"""The stored form of search results (``searches`` and ``hits``), from a search parser's dicts.
 
 ``_id``s are derived from the input (the file's sha256 and positions in it), so
 loading the same content twice adds nothing, whatever path it was read from.
@@ -37,10 +37,3 @@ def search_documents(query: dict, *, sha256: str, path: str, query_index: int,
         hit_docs.append(hit_doc)
     return doc, hit_docs
 
-
-def record_document(record, *, sha256: str, path: str) -> dict:
-    """The stored form of a materials/tasks record: its document keyed by the natural key."""
-    doc = dict(record.doc)
-    doc["_id"] = record.key
-    doc["_source"] = {"path": path, "sha256": sha256, "line": record.line}
-    return doc

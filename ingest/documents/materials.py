@@ -1,0 +1,517 @@
+"""The stored form of Materials-Project-style records (``materials`` and ``tasks``).
+
+:func:`record_document` turns a :class:`~ingest.parsers.materials.Record` (the parser's
+neutral record: kind, type, natural key and the JSON object as read) into the document
+the loader writes: ``_id`` is the natural key, ``_source`` names the file, its sha256 and
+the record's line.  :func:`to_document` makes the same document without ``_id`` and
+``_source`` from a raw JSON object; :func:`from_document` gives the original back.
+
+The canonical-name aliases are made here, not in the parser: they exist so that
+MongoDB queries by the current field names find old records too, and they are only
+reversible through the ``_ingest`` metadata of this form.
+
+The stored document (``to_document``) keeps every original field and adds, at
+the top level and only where the original lacks the name, the canonical fields
+of the current MP summary schema: ``material_id`` (materials only),
+``formula_pretty`` (from ``pretty_formula``), ``composition`` (from
+``unit_cell_formula``), ``energy_above_hull`` (from
+``e_above_hull``), ``formation_energy_per_atom`` (from ``e_form_per_atom``),
+``band_gap`` / ``is_gap_direct`` (from the legacy ``band_gap.search_gap``),
+``symmetry`` (from the legacy ``spacegroup``), ``elements`` (sorted; from
+``composition``, the formula or the structure's sites), ``nelements``,
+``chemsys``, and for entries ``nsites`` / ``volume`` from their structure.
+``formula_pretty`` is *not* derived for entries: pymatgen's reduced-formula
+ordering (electronegativity, polyanions, special formulas) is not reimplemented.
+Every added name is listed in ``_ingest.added``.  The legacy ``band_gap`` object
+is the one collision: the number takes its place and the original object is
+kept in ``_ingest.displaced.band_gap``.
+
+Other changes, all undone by ``from_document``:
+
+* Mongo extended-JSON ``{"$oid": hex}`` becomes an ``ObjectId`` and
+  ``{"$date": ms | iso-string | {"$numberLong": ms}}`` a UTC ``datetime``
+  (non-millisecond forms are kept verbatim in ``_ingest.restore``).  Other
+  ``$`` wrappers and pymatgen/monty ``{"@module": ...}`` dicts stay as they are.
+* Keys MongoDB cannot store or query (``$`` first, containing ``.`` or NUL) are
+  percent-escaped (``%24``, ``%2E``, ``%00``; a literal ``%`` becomes ``%25``),
+  as are the top-level names the pipeline uses itself (``_ingest``,
+  ``_source``) (``%5F``).
+* Integers beyond int64 become ``Decimal128`` (exact up to 34 digits) or
+  ``{"%int": "<digits>"}`` beyond that.
+* The source ``_id`` (whatever its type, even ``null``) moves to
+  ``_ingest.source_id``: the document of :func:`to_document` has no ``_id``;
+  :func:`record_document` sets it to ``Record.key``.
+
+``from_document`` drops ``_id``, ``_source`` and anything else the loader put
+under ``_ingest``, and returns the original record, key order included.
+
+A record nested more than 100 levels deep (MongoDB's limit) or holding a string
+that is not valid Unicode (a lone surrogate) cannot be stored: :func:`to_document`
+raises a ParseError, :func:`record_document` one naming the file and the record
+number.  The loader builds every document of a file in its checking pass, so such a
+record sets the file aside before anything of it is written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+from bson.decimal128 import Decimal128
+from bson.objectid import ObjectId
+
+from ingest.errors import InputError, ParseError
+from ingest.parsers.materials import Record, classify
+
+__all__ = ["ELEMENTS", "to_document", "from_document", "record_document"]
+
+ENCODING_VERSION = 1
+MAX_DEPTH = 100  # MongoDB refuses documents nested deeper than this
+
+# fmt: off
+ELEMENTS = frozenset("""
+H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge As Se Br Kr
+Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I Xe Cs Ba La Ce Pr Nd Pm Sm Eu Gd Tb Dy Ho Er Tm
+Yb Lu Hf Ta W Re Os Ir Pt Au Hg Tl Pb Bi Po At Rn Fr Ra Ac Th Pa U Np Pu Am Cm Bk Cf Es Fm Md No
+Lr Rf Db Sg Bh Hs Mt Ds Rg Cn Nh Fl Mc Lv Ts Og
+""".split())
+# fmt: on
+
+_RESERVED_TOP = {"_ingest", "_source"}  # top-level names the pipeline writes itself
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_OID_RE = re.compile(r"[0-9a-fA-F]{24}\Z")
+_NEEDS_ESCAPE = re.compile(r"[%.\x00]|^\$")
+_UNESCAPE = re.compile(r"%([0-9A-F]{2})")
+_SYMBOL_RE = re.compile(r"[A-Z][a-z]?")
+_LEAD_SYMBOL_RE = re.compile(r"\s*([A-Z][a-z]?)")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_BIGINT = "%int"  # marker key; an original "%int" is stored as "%25int"
+
+
+# --------------------------------------------------------------------------- aliases
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _elements_from(raw: dict) -> list[str] | None:
+    comp = raw.get("composition")
+    if not isinstance(comp, dict):
+        comp = raw.get("unit_cell_formula")
+    if isinstance(comp, dict) and comp:
+        found = set()
+        for species, amount in comp.items():
+            m = _LEAD_SYMBOL_RE.match(species)
+            if not m or m.group(1) not in ELEMENTS or not _number(amount):
+                return None
+            if amount > 0:
+                found.add(m.group(1))
+        return sorted(found) or None
+    for name in ("formula_pretty", "pretty_formula"):
+        formula = raw.get(name)
+        if isinstance(formula, str) and formula:
+            symbols = _SYMBOL_RE.findall(formula)
+            if symbols and all(s in ELEMENTS for s in symbols) and re.fullmatch(r"[A-Za-z0-9.()\[\]]+", formula):
+                return sorted(set(symbols))
+            return None
+    structure = raw.get("structure")
+    if isinstance(structure, dict) and isinstance(structure.get("sites"), list) and structure["sites"]:
+        found = set()
+        for site in structure["sites"]:
+            species = site.get("species") if isinstance(site, dict) else None
+            if not isinstance(species, list) or not species:
+                return None
+            for sp in species:
+                element = sp.get("element") if isinstance(sp, dict) else None
+                m = _LEAD_SYMBOL_RE.match(element) if isinstance(element, str) else None
+                if not m or m.group(1) not in ELEMENTS:
+                    return None
+                found.add(m.group(1))
+        return sorted(found)
+    return None
+
+
+def _legacy_band_gap(value: Any) -> tuple[float, Any] | None:
+    """(gap, is_direct or None) from the legacy ``band_gap`` object."""
+    if not isinstance(value, dict):
+        return None
+    search = value.get("search_gap")
+    if isinstance(search, dict) and _number(search.get("band_gap")):
+        return search["band_gap"], search.get("is_direct")
+    if _number(value.get("band_gap")):
+        return value["band_gap"], value.get("is_direct")
+    return None
+
+
+def _aliases(raw: dict, kind: str, doc_type: str) -> tuple[dict, dict]:
+    """(added fields, displaced originals), both keyed by top-level name."""
+    added: dict[str, Any] = {}
+    displaced: dict[str, Any] = {}
+
+    def add(name: str, value: Any) -> None:
+        if name not in raw and name not in added:
+            added[name] = value
+
+    if kind == "material":
+        mid = None
+        if doc_type == "entry":
+            data = raw.get("data")
+            if isinstance(data, dict) and isinstance(data.get("material_id"), str):
+                mid = data["material_id"]
+            elif isinstance(raw.get("entry_id"), str):
+                mid = re.sub(r"-(GGA\+U|GGA|r2SCAN|R2SCAN|SCAN|PBEsol)$", "", raw["entry_id"])
+        elif doc_type in ("legacy_material", "xas"):
+            tid = raw.get("task_id")
+            mid = str(tid) if isinstance(tid, (str, int)) and not isinstance(tid, bool) else None
+        if mid:
+            add("material_id", mid)
+
+    if isinstance(raw.get("pretty_formula"), str):
+        add("formula_pretty", raw["pretty_formula"])
+    if isinstance(raw.get("unit_cell_formula"), dict):
+        add("composition", raw["unit_cell_formula"])
+    if _number(raw.get("e_above_hull")):
+        add("energy_above_hull", raw["e_above_hull"])
+    if _number(raw.get("e_form_per_atom")):
+        add("formation_energy_per_atom", raw["e_form_per_atom"])
+
+    if kind == "material":
+        legacy_gap = _legacy_band_gap(raw.get("band_gap"))
+        if legacy_gap is not None:
+            displaced["band_gap"] = raw["band_gap"]
+            added["band_gap"] = legacy_gap[0]
+            if isinstance(legacy_gap[1], bool):
+                add("is_gap_direct", legacy_gap[1])
+        spacegroup = raw.get("spacegroup")
+        if isinstance(spacegroup, dict):
+            sym = {k: spacegroup[k] for k in ("crystal_system", "symbol", "number", "point_group") if k in spacegroup}
+            if sym:
+                add("symmetry", sym)
+        if doc_type == "entry":
+            structure = raw.get("structure")
+            if isinstance(structure, dict):
+                if isinstance(structure.get("sites"), list):
+                    add("nsites", len(structure["sites"]))
+                lattice = structure.get("lattice")
+                if isinstance(lattice, dict) and _number(lattice.get("volume")):
+                    add("volume", lattice["volume"])
+
+    if "elements" in raw:  # the original's own list, if it is one; never second-guessed
+        elements = raw["elements"]
+        if not (isinstance(elements, list) and elements and all(isinstance(e, str) for e in elements)):
+            elements = None
+    else:
+        elements = _elements_from(raw)
+        if elements:
+            add("elements", elements)
+    if elements:
+        add("nelements", len(set(elements)))
+        add("chemsys", "-".join(sorted(set(elements))))
+    return added, displaced
+
+
+# --------------------------------------------------------------------------- encoding
+def _escape_key(key: str, top: bool) -> str:
+    if top and key in _RESERVED_TOP:
+        return "%5F" + key[1:]
+    if not _NEEDS_ESCAPE.search(key):
+        return key
+    out = key.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
+    return "%24" + out[1:] if out.startswith("$") else out
+
+
+def _unescape_key(key: str) -> str:
+    if "%" not in key:
+        return key
+    return _UNESCAPE.sub(lambda m: chr(int(m.group(1), 16)), key)
+
+
+def _check_str(s: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ParseError("a string is not valid Unicode (lone surrogate); BSON cannot hold it") from None
+
+
+def _to_datetime_ms(ms: int) -> datetime | None:
+    try:
+        return _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+
+
+def _ms_of(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _wrapper(d: dict) -> tuple[Any, bool] | None:
+    """(BSON value, round-trips by default) for an extended-JSON wrapper, else None."""
+    (name, inner), = d.items()
+    if name == "$oid":
+        if isinstance(inner, str) and _OID_RE.match(inner):
+            return ObjectId(inner), inner == inner.lower()
+        return None
+    if name != "$date":
+        return None
+    if isinstance(inner, int) and not isinstance(inner, bool):
+        dt = _to_datetime_ms(inner)
+        return (dt, True) if dt is not None else None
+    if isinstance(inner, dict) and len(inner) == 1 and isinstance(inner.get("$numberLong"), str):
+        try:
+            dt = _to_datetime_ms(int(inner["$numberLong"]))
+        except ValueError:
+            return None
+        return (dt, False) if dt is not None else None
+    if isinstance(inner, str):
+        try:
+            dt = datetime.fromisoformat(inner)
+            dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+        except (ValueError, OverflowError):  # not ISO 8601, or out of range once in UTC
+            return None
+        return dt.replace(microsecond=dt.microsecond // 1000 * 1000), False
+    return None
+
+
+_PLAIN = frozenset({float, bool, type(None)})  # stored as they are, no check needed
+_KEY_CACHE: dict[str, str] = {}  # original key -> stored key (keys repeat a lot)
+
+
+def _stored_key(key: str) -> str:
+    stored = _KEY_CACHE.get(key)
+    if stored is None:
+        _check_str(key)
+        stored = _escape_key(key, top=False)
+        if len(_KEY_CACHE) < 100_000:
+            _KEY_CACHE[key] = stored
+    return stored
+
+
+def _encode_int(value: int) -> Any:
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    if abs(value) < 10**34:
+        return Decimal128(Decimal(value))  # exact: 34 significant digits
+    return {_BIGINT: str(value)}
+
+
+def _unwind(path: tuple | None) -> list:
+    """A linked path ``(parent, step)`` as a list of steps from the root."""
+    steps = []
+    while path is not None:
+        path, step = path
+        steps.append(step)
+    return steps[::-1]
+
+
+class _Encoder:
+    """Original JSON value -> stored value; collects the ``restore`` list on the way.
+
+    Paths are linked tuples ``(parent_path, key_or_index)`` so that descending costs O(1).
+    """
+
+    def __init__(self) -> None:
+        self.restore: list[dict] = []
+
+    def enc(self, value: Any, path: tuple | None, depth: int, convert: bool = True) -> Any:
+        t = type(value)
+        if t is dict:
+            return self._dict(value, path, depth, convert)
+        if t is list:
+            return self._list(value, path, depth, convert)
+        return _scalar(value)
+
+    def _list(self, value: list, path: tuple | None, depth: int, convert: bool) -> list:
+        if depth >= MAX_DEPTH:
+            raise ParseError(f"nested more than {MAX_DEPTH} levels deep; MongoDB cannot store it")
+        if _PLAIN.issuperset(map(type, value)):
+            return list(value)
+        out = []
+        append = out.append
+        for i, v in enumerate(value):
+            t = type(v)
+            if t is float or t is bool or v is None:
+                append(v)
+            elif t is int:
+                append(v if _INT64_MIN <= v <= _INT64_MAX else _encode_int(v))
+            elif t is str:
+                if not v.isascii():
+                    _check_str(v)
+                append(v)
+            elif t is list:
+                append(self._list(v, (path, i), depth + 1, convert))
+            elif t is dict:
+                append(self._dict(v, (path, i), depth + 1, convert))
+            else:
+                append(_scalar(v))
+        return out
+
+    def _dict(self, value: dict, path: tuple | None, depth: int, convert: bool) -> Any:
+        if depth >= MAX_DEPTH:
+            raise ParseError(f"nested more than {MAX_DEPTH} levels deep; MongoDB cannot store it")
+        if convert and len(value) == 1:
+            converted = _wrapper(value)
+            if converted is not None:
+                bson_value, default = converted
+                if not default:
+                    original = self._dict(value, None, depth, convert=False)
+                    self.restore.append({"path": _unwind(path), "value": original})
+                return bson_value
+        out = {}
+        cached = _KEY_CACHE.get
+        for k, v in value.items():
+            sk = cached(k) or _stored_key(k)
+            t = type(v)
+            if t is float or t is bool or v is None:
+                out[sk] = v
+            elif t is str:
+                if not v.isascii():
+                    _check_str(v)
+                out[sk] = v
+            elif t is int:
+                out[sk] = v if _INT64_MIN <= v <= _INT64_MAX else _encode_int(v)
+            elif t is list:
+                out[sk] = self._list(v, (path, k), depth + 1, convert)
+            elif t is dict:
+                out[sk] = self._dict(v, (path, k), depth + 1, convert)
+            else:
+                out[sk] = _scalar(v)
+        return out
+
+
+def _scalar(value: Any) -> Any:
+    t = type(value)
+    if t is str:
+        _check_str(value)
+        return value
+    if t is int:
+        return _encode_int(value)
+    if t is float or t is bool or value is None:
+        return value
+    raise ParseError(f"unsupported value of type {t.__name__}")  # json never produces one
+
+
+_SIMPLE = frozenset({float, str, bool, int, type(None)})  # come back from BSON as they went in
+
+
+def _dec(value: Any) -> Any:
+    """Stored value -> original JSON value (accepts what pymongo decodes: Int64, naive datetimes)."""
+    t = type(value)
+    if t is dict:
+        if len(value) == 1 and _BIGINT in value:
+            return int(value[_BIGINT])
+        out = {}
+        for k, v in value.items():
+            if "%" in k:
+                k = _unescape_key(k)
+            tv = type(v)
+            if tv is float or tv is str or tv is int or tv is bool or v is None:
+                out[k] = v
+            elif tv is list and _SIMPLE.issuperset(map(type, v)):
+                out[k] = list(v)
+            else:
+                out[k] = _dec(v)
+        return out
+    if t is list:
+        if _SIMPLE.issuperset(map(type, value)):
+            return list(value)
+        return [v if type(v) in _SIMPLE else _dec(v) for v in value]
+    if t is str or t is float or t is bool or value is None:
+        return value
+    if isinstance(value, int):  # int, bson.int64.Int64
+        return int(value)
+    if isinstance(value, ObjectId):
+        return {"$oid": str(value)}
+    if isinstance(value, datetime):
+        return {"$date": _ms_of(value)}
+    if isinstance(value, Decimal128):
+        number = value.to_decimal()
+        return int(number) if number == number.to_integral_value() else float(number)
+    return value
+
+
+def to_document(raw: dict) -> dict:
+    """The document to store for ``raw`` (see the module docstring); raises :class:`ParseError`."""
+    return _to_document(raw, *classify(raw))
+
+
+def _to_document(raw: dict, kind: str, doc_type: str, key: str) -> dict:
+    added, displaced = _aliases(raw, kind, doc_type)
+    encoder = _Encoder()
+    doc: dict[str, Any] = {}
+    meta: dict[str, Any] = {"v": ENCODING_VERSION, "kind": kind, "type": doc_type, "key": key}
+    for index, (name, value) in enumerate(raw.items()):
+        if name == "_id":
+            meta["source_id"] = encoder.enc(value, (None, "_id"), 1)
+            meta["source_id_index"] = index
+            continue
+        stored_name = _escape_key(name, top=True)
+        _check_str(name)
+        if name in displaced:
+            doc[stored_name] = encoder.enc(added[name], None, 1, convert=False)
+            continue
+        doc[stored_name] = encoder.enc(value, (None, name), 1)
+    for name, value in added.items():
+        if name not in displaced:
+            doc[name] = encoder.enc(value, None, 1, convert=False)
+    meta["added"] = [name for name in added if name not in displaced]
+    if displaced:
+        meta["displaced"] = {name: encoder.enc(value, None, 3, convert=False) for name, value in displaced.items()}
+    if encoder.restore:
+        meta["restore"] = encoder.restore
+    doc["_ingest"] = meta
+    return doc
+
+
+def _set_path(obj: Any, path: list, value: Any) -> Any:
+    if not path:
+        return value
+    parent = obj
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = value
+    return obj
+
+
+def from_document(doc: dict) -> dict:
+    """The original record of a document made by :func:`to_document` (read back from MongoDB or not)."""
+    meta = doc.get("_ingest")
+    if not isinstance(meta, dict) or "added" not in meta:
+        raise InputError("not a document written by ingest.documents.materials (no _ingest)")
+    added = set(meta.get("added", []))
+    displaced = meta.get("displaced", {})
+    original: dict[str, Any] = {}
+    for name, value in doc.items():
+        if name in ("_id", "_ingest", "_source") or name in added:
+            continue
+        if name in displaced:
+            original[name] = _dec(displaced[name])
+            continue
+        original[_unescape_key(name)] = _dec(value)
+    if "source_id" in meta:
+        items = list(original.items())
+        items.insert(int(meta.get("source_id_index", 0)), ("_id", _dec(meta["source_id"])))
+        original = dict(items)
+    for entry in meta.get("restore", []):
+        original = _set_path(original, list(entry["path"]), _dec(entry["value"]))
+    return original
+
+
+def record_document(record: Record, *, sha256: str, path: str) -> dict:
+    """The document the loader writes for ``record``, keyed by its natural key.
+
+    Raises a :class:`ParseError` naming ``path`` and the record if it cannot be stored.
+    """
+    try:
+        doc = _to_document(record.raw, record.kind, record.doc_type, record.key)
+    except ParseError as exc:
+        raise record.error(exc.reason, path) from None
+    except RecursionError:
+        raise record.error("record nested too deeply", path) from None
+    doc["_id"] = record.key
+    doc["_source"] = {"path": path, "sha256": sha256, "line": record.line}
+    return doc
