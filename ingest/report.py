@@ -56,17 +56,18 @@ def render_run(report) -> str:
     out.append("")
     out.append(timing_table(data["stages"]))
     out.append("")
-    files = data["files"]
-    out.append(
-        f"files: {files['files_loaded']} loaded, {files['files_skipped']} skipped (unchanged), "
-        f"{files['files_failed']} failed"
-    )
-    out.append(
-        f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
-        f"{data['skipped']:,} skipped (already loaded)"
-    )
-    for failed in data["failed"]:
-        out.append(f"  FAILED {failed['path']}: {failed['reason']}")
+    if report.load is not None:  # the load step ran
+        files = data["files"]
+        out.append(
+            f"files: {files['files_loaded']} loaded, {files['files_skipped']} skipped (unchanged), "
+            f"{files['files_failed']} failed"
+        )
+        out.append(
+            f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
+            f"{data['skipped']:,} skipped (already loaded)"
+        )
+        for failed in data["failed"]:
+            out.append(f"  FAILED {failed['path']}: {failed['reason']}")
     for result in data["analysis"]:
         out.append(
             f"analysis {result['name']}: {result['records_in']:,} in -> {result['records_out']:,} out "

@@ -84,6 +84,10 @@ def test_the_example_analysis_runs_and_validates(project_copy, mongo_uri, mongo_
         assert sum(r["n_searches"] for r in rows) == len(db.hits.distinct("search_id"))
         assert not db.list_collection_names(filter={"name": "query_best_hits"})  # only what was named ran
 
+        text = cli("analyze", "library_summary")  # again, as a person reads it
+        assert f"analysis library_summary: {result['records_in']:,} in -> {result['records_out']:,} out" in text
+        assert "files:" not in text and "documents:" not in text  # no load step ran
+
         validation = cli("validate", "--json")["validation"]
         suites = {s["suite"]: s for s in validation["suites"]}
         assert suites["library_summary"]["success"] and suites["library_summary"]["rows"] == len(rows)
