@@ -142,6 +142,15 @@ def test_importing_validate_does_not_import_great_expectations():
     assert out.stdout.split() == ["False", "False"]
 
 
+def test_validation_package_import_is_light():
+    """The package and its suite format import none of Great Expectations, pandas or pymongo."""
+    code = ("import sys, analytics.validation, analytics.validation.suites; "
+            "heavy = [m for m in ('great_expectations', 'pandas', 'numpy', 'pymongo', 'bson') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_bad_suite_files_are_config_errors(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({
         "collection": "x", "fields": ["a"],
