@@ -1,8 +1,10 @@
 """Documents to rows to a pandas frame, by a suite's rules, and reading them from MongoDB.
 
 The rules (``fields``, ``unwind``, ``numeric``, ``derived``) are those of the
-suite format, :mod:`analytics.validation.suites`.  pandas is imported only when
-a frame is built, and MongoDB is reached only through :mod:`ingest.mongo`.
+suite format, :mod:`analytics.validation.suites`.  Paths are read with
+:func:`analytics.schema.get_path`, the project's one dotted-path reader.
+pandas is imported only when a frame is built, and MongoDB is reached only
+through :mod:`ingest.mongo`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Iterator
 
+from analytics.schema import get_path
 from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec
 
 __all__ = ["document_rows", "build_frame", "read_frame", "short_repr"]
@@ -21,11 +24,11 @@ def document_rows(spec: SuiteSpec, documents: Iterable[dict]) -> Iterator[list]:
     """One list of raw field values per row, in ``spec.fields`` order (unwinding if asked)."""
     if not spec.unwind:
         for doc in documents:
-            yield [_get_path(doc, path) for path in spec.fields]
+            yield [get_path(doc, path) for path in spec.fields]
         return
     prefix = spec.unwind + "."
     for doc in documents:
-        array = _get_path(doc, spec.unwind)
+        array = get_path(doc, spec.unwind)
         if isinstance(array, list):
             elements = array or [None]
         elif array is None:
@@ -36,22 +39,12 @@ def document_rows(spec: SuiteSpec, documents: Iterable[dict]) -> Iterator[list]:
             row = []
             for path in spec.fields:
                 if path.startswith(prefix):
-                    row.append(_get_path(element, path[len(prefix):]))
+                    row.append(get_path(element, path[len(prefix):]))
                 elif path == spec.unwind:
                     row.append(element)
                 else:
-                    row.append(_get_path(doc, path))
+                    row.append(get_path(doc, path))
             yield row
-
-
-def _get_path(doc: Any, path: str) -> Any:
-    current = doc
-    for part in path.split("."):
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        else:
-            return None
-    return current
 
 
 def short_repr(value: Any) -> str:
