@@ -31,8 +31,12 @@ def _quiet_great_expectations() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _plain(value: Any) -> Any:
-    """A BSON/JSON-safe copy: numpy scalars to Python, tuples to lists, NaN to None."""
+def json_safe(value: Any) -> Any:
+    """A JSON/BSON-safe recursive copy of a value Great Expectations reported.
+
+    numpy scalars become Python ones, tuples and sets lists, NaN None, dict keys
+    strings; datetimes stay; anything else becomes its (short) repr.
+    """
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, int):
@@ -40,13 +44,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) else float(value)
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_plain(v) for v in value]
+        return [json_safe(v) for v in value]
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "ndim", 0) == 0:
         try:
-            return _plain(item())
+            return json_safe(item())
         except (TypeError, ValueError):
             pass
     if isinstance(value, datetime):
@@ -134,7 +138,7 @@ def _result_dict(exp: dict, r, sample_size: int) -> dict:
     out = {
         "expectation": exp["type"],
         "column": ", ".join(columns) if columns else None,
-        "kwargs": _plain(kwargs),
+        "kwargs": json_safe(kwargs),
         "critical": bool(exp["meta"].get("critical", False)),
         "generated": bool(exp["meta"].get("generated", False)),
         "notes": exp["meta"].get("notes"),
@@ -143,17 +147,17 @@ def _result_dict(exp: dict, r, sample_size: int) -> dict:
     }
     for key in ("element_count", "unexpected_count", "unexpected_percent", "missing_count"):
         if key in res:
-            out[key] = _plain(res[key])
+            out[key] = json_safe(res[key])
     if "observed_value" in res:
-        out["observed_value"] = _plain(res["observed_value"])
+        out["observed_value"] = json_safe(res["observed_value"])
     if "partial_unexpected_list" in res:
-        out["sample"] = _plain(list(res["partial_unexpected_list"])[:sample_size])
+        out["sample"] = json_safe(list(res["partial_unexpected_list"])[:sample_size])
         rows = []
         for entry in res.get("partial_unexpected_index_list") or []:
             if isinstance(entry, dict):
                 values = [entry.get(c) for c in columns]
-                rows.append({"_id": _plain(entry.get("_id")),
-                             "value": _plain(values[0] if len(values) == 1 else values)})
+                rows.append({"_id": json_safe(entry.get("_id")),
+                             "value": json_safe(values[0] if len(values) == 1 else values)})
         out["sample_rows"] = rows[:sample_size]
     return out
 
