@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ingest.errors import ConfigError
 
@@ -173,13 +173,7 @@ def _parse_suite(path: Path) -> SuiteSpec:
         raise bad("'name' must be a non-empty string")
     if not isinstance(collection, str) or not collection:
         raise bad("'collection' must be a non-empty string")
-    fields = raw.get("fields")
-    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
-        raise bad("'fields' must be a non-empty list of dotted field paths")
-    if len(set(fields)) != len(fields):
-        raise bad("'fields' lists a path twice")
-    if "_id" not in fields:
-        fields = ["_id", *fields]
+    fields = _checked_fields(raw.get("fields"), bad)
     query = raw.get("filter", {})
     if not isinstance(query, dict):
         raise bad("'filter' must be a MongoDB query object")
@@ -188,24 +182,8 @@ def _parse_suite(path: Path) -> SuiteSpec:
         raise bad("'unwind' must be a field name")
     if unwind and not any(f == unwind or f.startswith(unwind + ".") for f in fields):
         raise bad(f"'unwind' is {unwind!r} but no field is under it (list e.g. {unwind + '.x'!r})")
-
-    numeric = raw.get("numeric", {})
-    if not isinstance(numeric, dict):
-        raise bad("'numeric' must map column names to {\"critical\": bool}")
-    for col, opts in numeric.items():
-        if col not in fields:
-            raise bad(f"numeric column {col!r} is not in 'fields'")
-        if not isinstance(opts, dict) or set(opts) - {"critical"}:
-            raise bad(f"numeric column {col!r}: options must be {{\"critical\": true|false}}")
-
-    derived = raw.get("derived", {})
-    if not isinstance(derived, dict):
-        raise bad("'derived' must map new column names to {\"op\": ..., \"of\": field}")
-    for col, spec in derived.items():
-        if col in fields:
-            raise bad(f"derived column {col!r} clashes with a field")
-        if not isinstance(spec, dict) or spec.get("op") not in _DERIVED_OPS or spec.get("of") not in fields:
-            raise bad(f"derived column {col!r}: need op in {sorted(_DERIVED_OPS)} and 'of' naming a field")
+    numeric = _checked_numeric(raw.get("numeric", {}), fields, bad)
+    derived = _checked_derived(raw.get("derived", {}), fields, bad)
 
     expectations = raw.get("expectations")
     if not isinstance(expectations, list) or not expectations:
@@ -217,26 +195,61 @@ def _parse_suite(path: Path) -> SuiteSpec:
         description=str(raw.get("description", "")), path=path,
     )
     columns = set(spec.columns)
-    checked = []
-    for i, exp in enumerate(expectations):
-        where = f"expectation #{i}"
-        if not isinstance(exp, dict):
-            raise bad(f"{where} must be an object")
-        unknown = set(exp) - _EXPECTATION_KEYS
-        if unknown:
-            raise bad(f"{where}: unknown keys {sorted(unknown)}")
-        etype, kwargs, meta = exp.get("type"), exp.get("kwargs", {}), exp.get("meta", {})
-        if not isinstance(etype, str) or not etype.startswith("expect_"):
-            raise bad(f"{where}: 'type' must name a Great Expectations expectation (expect_...)")
-        if not isinstance(kwargs, dict) or not isinstance(meta, dict):
-            raise bad(f"{where} ({etype}): 'kwargs' and 'meta' must be objects")
-        if not isinstance(meta.get("critical", False), bool):
-            raise bad(f"{where} ({etype}): meta.critical must be true or false")
-        for col in referenced_columns(kwargs):
-            if col not in columns:
-                raise bad(f"{where} ({etype}): column {col!r} is not a field or derived column")
-        checked.append({"type": etype, "kwargs": dict(kwargs), "meta": dict(meta)})
+    checked = [_checked_expectation(f"expectation #{i}", exp, columns, bad) for i, exp in enumerate(expectations)]
     return replace(spec, expectations=tuple(checked))
+
+
+def _checked_fields(fields: Any, bad: Callable[[str], ConfigError]) -> list[str]:
+    """The field paths, ``_id`` first if the file leaves it out."""
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
+        raise bad("'fields' must be a non-empty list of dotted field paths")
+    if len(set(fields)) != len(fields):
+        raise bad("'fields' lists a path twice")
+    if "_id" not in fields:
+        fields = ["_id", *fields]
+    return fields
+
+
+def _checked_numeric(numeric: Any, fields: list[str], bad: Callable[[str], ConfigError]) -> dict:
+    if not isinstance(numeric, dict):
+        raise bad("'numeric' must map column names to {\"critical\": bool}")
+    for col, opts in numeric.items():
+        if col not in fields:
+            raise bad(f"numeric column {col!r} is not in 'fields'")
+        if not isinstance(opts, dict) or set(opts) - {"critical"}:
+            raise bad(f"numeric column {col!r}: options must be {{\"critical\": true|false}}")
+    return numeric
+
+
+def _checked_derived(derived: Any, fields: list[str], bad: Callable[[str], ConfigError]) -> dict:
+    if not isinstance(derived, dict):
+        raise bad("'derived' must map new column names to {\"op\": ..., \"of\": field}")
+    for col, spec in derived.items():
+        if col in fields:
+            raise bad(f"derived column {col!r} clashes with a field")
+        if not isinstance(spec, dict) or spec.get("op") not in _DERIVED_OPS or spec.get("of") not in fields:
+            raise bad(f"derived column {col!r}: need op in {sorted(_DERIVED_OPS)} and 'of' naming a field")
+    return derived
+
+
+def _checked_expectation(where: str, exp: Any, columns: set[str], bad: Callable[[str], ConfigError]) -> dict:
+    """One expectation as ``{"type", "kwargs", "meta"}``, its columns checked against the frame's."""
+    if not isinstance(exp, dict):
+        raise bad(f"{where} must be an object")
+    unknown = set(exp) - _EXPECTATION_KEYS
+    if unknown:
+        raise bad(f"{where}: unknown keys {sorted(unknown)}")
+    etype, kwargs, meta = exp.get("type"), exp.get("kwargs", {}), exp.get("meta", {})
+    if not isinstance(etype, str) or not etype.startswith("expect_"):
+        raise bad(f"{where}: 'type' must name a Great Expectations expectation (expect_...)")
+    if not isinstance(kwargs, dict) or not isinstance(meta, dict):
+        raise bad(f"{where} ({etype}): 'kwargs' and 'meta' must be objects")
+    if not isinstance(meta.get("critical", False), bool):
+        raise bad(f"{where} ({etype}): meta.critical must be true or false")
+    for col in referenced_columns(kwargs):
+        if col not in columns:
+            raise bad(f"{where} ({etype}): column {col!r} is not a field or derived column")
+    return {"type": etype, "kwargs": dict(kwargs), "meta": dict(meta)}
 
 
 def load_suites(suites_dir: Path | None = None) -> list[SuiteSpec]:
