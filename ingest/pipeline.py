@@ -214,7 +214,7 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
 
 
 def validate_step(conn: Connection, timings: Timings, settings: Settings):
-    from analytics.validate import validate
+    from analytics.validation import validate
 
     with timings.stage("validate") as rec:
         report = validate(conn.uri, settings.db_name, timings.run_id)

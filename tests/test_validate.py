@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.validate import (
+from analytics.validation import (
     RUNS_COLLECTION,
     STATUS_FAILED,
     STATUS_PASSED,
@@ -136,10 +136,19 @@ def test_unwind_keeps_hits_without_hsps_and_reads_paths():
 
 
 def test_importing_validate_does_not_import_great_expectations():
-    code = ("import sys, analytics.validate as v; v.load_suites(); "
+    code = ("import sys, analytics.validation as v; v.load_suites(); "
             "print('great_expectations' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_validation_package_import_is_light():
+    """The package and its suite format import none of Great Expectations, pandas or pymongo."""
+    code = ("import sys, analytics.validation, analytics.validation.suites; "
+            "heavy = [m for m in ('great_expectations', 'pandas', 'numpy', 'pymongo', 'bson') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_bad_suite_files_are_config_errors(tmp_path):

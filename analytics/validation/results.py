@@ -1,0 +1,154 @@
+"""What a validation run found: one :class:`SuiteResult` per suite, a :class:`ValidationReport`.
+
+A result dict (one per expectation, in :attr:`SuiteResult.results`) is plain
+JSON/BSON data: ``expectation``, ``column``, ``kwargs``, ``critical``,
+``generated``, ``notes``, ``success``, ``exception`` and, where Great
+Expectations reports them, counts, ``observed_value`` and samples of the
+offending values (``sample``, ``sample_rows`` with their ``_id``).
+:func:`run_document` is what is stored per suite in ``validation_runs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
+from ingest.errors import ValidationFailed
+
+__all__ = [
+    "SuiteResult", "ValidationReport", "describe_failure", "run_document", "DEFAULT_SAMPLE_SIZE",
+    "STATUS_PASSED", "STATUS_WARNINGS", "STATUS_FAILED", "STATUS_SKIPPED",
+]
+
+#: How many offending values a failed expectation keeps as samples.
+DEFAULT_SAMPLE_SIZE = 5
+STATUS_PASSED = "passed"
+STATUS_WARNINGS = "passed with warnings"
+STATUS_FAILED = "failed"
+STATUS_SKIPPED = "skipped: empty collection"
+
+
+@dataclass
+class SuiteResult:
+    """The outcome of one suite: ``failures`` lists every failed expectation (critical or not)."""
+
+    suite: str
+    collection: str
+    status: str
+    rows: int = 0
+    documents: int = 0
+    truncated: bool = False
+    evaluated: int = 0
+    successful: int = 0
+    unsuccessful: int = 0
+    results: list[dict] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == STATUS_SKIPPED
+
+    @property
+    def success(self) -> bool:
+        """True when every expectation passed (a skipped suite has nothing that failed)."""
+        return self.unsuccessful == 0
+
+    @property
+    def failures(self) -> list[dict]:
+        return [r for r in self.results if not r["success"]]
+
+    @property
+    def critical_failures(self) -> list[dict]:
+        return [r for r in self.results if not r["success"] and r["critical"]]
+
+
+@dataclass
+class ValidationReport:
+    run_id: str
+    db_name: str
+    suites: list[SuiteResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No critical expectation failed (non-critical failures are warnings)."""
+        return not any(s.critical_failures for s in self.suites)
+
+    @property
+    def rows_checked(self) -> int:
+        return sum(s.rows for s in self.suites)
+
+    @property
+    def critical_failures(self) -> list[dict]:
+        return [{"suite": s.suite, "collection": s.collection, **f} for s in self.suites for f in s.critical_failures]
+
+    def summary(self) -> str:
+        lines = [f"validation run {self.run_id} on {self.db_name}: "
+                 f"{'ok' if self.ok else 'CRITICAL FAILURES'}, {self.rows_checked} rows checked"]
+        for s in self.suites:
+            detail = "" if s.skipped else (
+                f" ({s.rows} rows, {s.successful}/{s.evaluated} expectations passed"
+                f"{', truncated' if s.truncated else ''})")
+            lines.append(f"  {s.suite} [{s.collection}]: {s.status}{detail}")
+            for f in s.failures:
+                lines.append(f"    {'CRITICAL' if f['critical'] else 'warning'}: {describe_failure(f)}")
+        return "\n".join(lines)
+
+    def raise_for_critical(self) -> None:
+        """Raise :class:`ValidationFailed` naming each failed critical expectation and sample values."""
+        failures = self.critical_failures
+        if not failures:
+            return
+        lines = [f"validation run {self.run_id}: {len(failures)} critical expectation(s) failed"]
+        for f in failures:
+            lines.append(f"  - {f['suite']} [{f['collection']}]: {describe_failure(f)}")
+        raise ValidationFailed("\n".join(lines), failures)
+
+
+def describe_failure(result: dict) -> str:
+    """``expect_x on column (k=v): 2 of 10 rows unexpected, e.g. [..] at _id ..`` for one result."""
+    args = ", ".join(f"{k}={v!r}" for k, v in result["kwargs"].items()
+                     if k not in COLUMN_KWARGS + COLUMN_LIST_KWARGS)
+    text = result["expectation"]
+    if result.get("column"):
+        text += f" on {result['column']}"
+    if args:
+        text += f" ({args})"
+    if result.get("exception"):
+        return f"{text}: error: {result['exception']}"
+    if result.get("unexpected_count") is not None:
+        text += f": {result['unexpected_count']} of {result.get('element_count')} rows unexpected"
+        if result.get("sample") is not None:
+            text += f", e.g. {result['sample']!r}"
+        ids = [r["_id"] for r in result.get("sample_rows") or [] if r.get("_id") is not None]
+        if ids:
+            text += f" (_id {', '.join(repr(i) for i in ids)})"
+    elif "observed_value" in result:
+        text += f": observed {result['observed_value']!r}"
+    return text
+
+
+def run_document(result: SuiteResult, run_id: str, db_name: str, started: datetime, ge_version: str | None) -> dict:
+    """The document stored in ``validation_runs`` for one suite of a run."""
+    return {
+        "_id": f"{run_id}:{result.suite}",
+        "run_id": run_id,
+        "db_name": db_name,
+        "suite": result.suite,
+        "collection": result.collection,
+        "status": result.status,
+        "success": result.success,
+        "critical_ok": not result.critical_failures,
+        "rows": result.rows,
+        "documents": result.documents,
+        "truncated": result.truncated,
+        "statistics": {
+            "evaluated": result.evaluated,
+            "successful": result.successful,
+            "unsuccessful": result.unsuccessful,
+        },
+        "results": result.results,
+        "started_at": started,
+        "duration_s": round(result.duration_s, 4),
+        "great_expectations_version": ge_version,
+    }

@@ -1,0 +1,268 @@
+"""The expectation suite format: ``schemas/expectations/<suite>.json``, parsed and checked.
+
+Each suite names a MongoDB collection, says how its documents become table rows,
+and lists expectations in Great Expectations 1.x form::
+
+    {
+      "name": "hits",
+      "collection": "hits",
+      "description": "one row per HSP (alignment) of every hit",
+      "filter": {},
+      "fields": ["_id", "search_id", "hsps.identity", "hsps.evalue", ...],
+      "unwind": "hsps",
+      "numeric": {"hsps.identity": {"critical": true}},
+      "derived": {"elements.len": {"op": "len", "of": "elements"}},
+      "expectations": [
+        {"type": "expect_column_values_to_be_between",
+         "kwargs": {"column": "hsps.identity", "min_value": 0, "max_value": 1},
+         "meta": {"critical": true, "notes": "fractions"}}
+      ]
+    }
+
+How documents become rows (done by :mod:`analytics.validation.frames`):
+
+* ``filter`` (optional) is a MongoDB query selecting the documents to check
+  (default: all), e.g. only the per-material documents of ``materials``.
+* ``fields`` are dotted paths; only they are fetched (a MongoDB projection) and
+  each becomes one column named by its path.  A path that a document lacks gives
+  a null (fields a program does not print are absent, not 0), so a column of a
+  field that no document has still exists, filled with nulls.
+* ``unwind`` (optional) names an array field: each element becomes one row and
+  the paths under it (``hsps.identity``) are read from the element, the other
+  paths from the document.  A document whose array is missing or empty still
+  gives one row, with nulls for the element's fields (like ``$unwind`` with
+  ``preserveNullAndEmptyArrays``), so document-level checks see it.
+* ``numeric`` columns are converted to float.  A value that is not a number (a
+  string, a sub-document such as a legacy ``band_gap: {search_gap: ...}``)
+  becomes null in that column and is reported by a generated expectation on the
+  column ``"<column>:non_numeric"``, critical as the entry says.  Without this a
+  single stray value would make every range check on the column error out.
+* ``derived`` columns are computed from a fetched field: ``len`` (length of a
+  list) so that ``nelements == len(elements)`` can be expressed with
+  ``expect_column_pair_values_to_be_equal``.
+
+``meta.critical`` marks true invariants: only their failure is fatal (see
+:meth:`analytics.validation.ValidationReport.raise_for_critical`); other
+failures are warnings.
+
+This module is pure: it imports neither pandas, Great Expectations nor pymongo.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from ingest.errors import ConfigError
+
+__all__ = [
+    "SuiteSpec", "load_suites", "default_suites_dir", "referenced_columns",
+    "COLUMN_KWARGS", "COLUMN_LIST_KWARGS", "NON_NUMERIC_SUFFIX",
+]
+
+_SUITE_KEYS = {"name", "collection", "description", "filter", "fields", "unwind", "numeric", "derived", "expectations"}
+_EXPECTATION_KEYS = {"type", "kwargs", "meta"}
+#: Expectation kwargs that name one column, and those that name a list of columns.
+COLUMN_KWARGS = ("column", "column_A", "column_B")
+COLUMN_LIST_KWARGS = ("column_list",)
+_DERIVED_OPS = {"len"}
+#: The column ``<column>:non_numeric`` holds the values of a numeric column that are not numbers.
+NON_NUMERIC_SUFFIX = ":non_numeric"
+
+
+def default_suites_dir() -> Path:
+    from ingest.config import SCHEMAS_DIR
+
+    return SCHEMAS_DIR / "expectations"
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """One expectation suite file: which collection, how to make rows, what to expect."""
+
+    name: str
+    collection: str
+    fields: tuple[str, ...]
+    expectations: tuple[dict, ...]
+    unwind: str | None = None
+    filter: dict = field(default_factory=dict)
+    numeric: dict[str, dict] = field(default_factory=dict)
+    derived: dict[str, dict] = field(default_factory=dict)
+    description: str = ""
+    path: Path | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """Every column of the frame: fields, derived columns, non-numeric markers."""
+        return (
+            list(self.fields)
+            + list(self.derived)
+            + [col + NON_NUMERIC_SUFFIX for col in self.numeric]
+        )
+
+    def projection(self) -> dict[str, int]:
+        paths = {"_id": 1}
+        for path in self.fields:
+            paths[path] = 1
+        return _prune_projection(paths)
+
+    def all_expectations(self) -> list[dict]:
+        """The file's expectations, then one generated per ``numeric`` column."""
+        generated = [
+            {
+                "type": "expect_column_values_to_be_null",
+                "kwargs": {"column": col + NON_NUMERIC_SUFFIX},
+                "meta": {
+                    "critical": bool(opts.get("critical", False)),
+                    "generated": True,
+                    "notes": f"values of {col} that are not numbers",
+                },
+            }
+            for col, opts in self.numeric.items()
+        ]
+        return [dict(e) for e in self.expectations] + generated
+
+    def rows(self, documents: Iterable[dict]) -> Iterator[list]:
+        """One list of raw field values per row, in ``fields`` order (unwinding if asked).
+
+        See :func:`analytics.validation.frames.document_rows`.
+        """
+        from analytics.validation.frames import document_rows
+
+        return document_rows(self, documents)
+
+
+def _prune_projection(paths: dict[str, int]) -> dict[str, int]:
+    """Drop paths inside another projected path (MongoDB rejects ``a`` with ``a.b``)."""
+    keep = {}
+    for path in sorted(paths, key=len):
+        if not any(path.startswith(parent + ".") for parent in keep):
+            keep[path] = 1
+    return keep
+
+
+def referenced_columns(kwargs: dict) -> list[str]:
+    """The columns an expectation's kwargs name."""
+    columns = [kwargs[k] for k in COLUMN_KWARGS if k in kwargs]
+    for key in COLUMN_LIST_KWARGS:
+        columns.extend(kwargs.get(key) or [])
+    return columns
+
+
+def _parse_suite(path: Path) -> SuiteSpec:
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read expectation suite {path}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"expectation suite {path} is not valid JSON: {exc}") from exc
+
+    def bad(reason: str) -> ConfigError:
+        return ConfigError(f"expectation suite {path}: {reason}")
+
+    if not isinstance(raw, dict):
+        raise bad("top level must be a JSON object")
+    unknown = set(raw) - _SUITE_KEYS
+    if unknown:
+        raise bad(f"unknown keys {sorted(unknown)} (allowed: {sorted(_SUITE_KEYS)})")
+    name = raw.get("name", path.stem)
+    collection = raw.get("collection")
+    if not isinstance(name, str) or not name:
+        raise bad("'name' must be a non-empty string")
+    if not isinstance(collection, str) or not collection:
+        raise bad("'collection' must be a non-empty string")
+    fields = _checked_fields(raw.get("fields"), bad)
+    query = raw.get("filter", {})
+    if not isinstance(query, dict):
+        raise bad("'filter' must be a MongoDB query object")
+    unwind = raw.get("unwind")
+    if unwind is not None and (not isinstance(unwind, str) or not unwind):
+        raise bad("'unwind' must be a field name")
+    if unwind and not any(f == unwind or f.startswith(unwind + ".") for f in fields):
+        raise bad(f"'unwind' is {unwind!r} but no field is under it (list e.g. {unwind + '.x'!r})")
+    numeric = _checked_numeric(raw.get("numeric", {}), fields, bad)
+    derived = _checked_derived(raw.get("derived", {}), fields, bad)
+
+    expectations = raw.get("expectations")
+    if not isinstance(expectations, list) or not expectations:
+        raise bad("'expectations' must be a non-empty list")
+    spec = SuiteSpec(
+        name=name, collection=collection, fields=tuple(fields), expectations=(),
+        unwind=unwind, filter=query, numeric={k: dict(v) for k, v in numeric.items()},
+        derived={k: dict(v) for k, v in derived.items()},
+        description=str(raw.get("description", "")), path=path,
+    )
+    columns = set(spec.columns)
+    checked = [_checked_expectation(f"expectation #{i}", exp, columns, bad) for i, exp in enumerate(expectations)]
+    return replace(spec, expectations=tuple(checked))
+
+
+def _checked_fields(fields: Any, bad: Callable[[str], ConfigError]) -> list[str]:
+    """The field paths, ``_id`` first if the file leaves it out."""
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) and f for f in fields):
+        raise bad("'fields' must be a non-empty list of dotted field paths")
+    if len(set(fields)) != len(fields):
+        raise bad("'fields' lists a path twice")
+    if "_id" not in fields:
+        fields = ["_id", *fields]
+    return fields
+
+
+def _checked_numeric(numeric: Any, fields: list[str], bad: Callable[[str], ConfigError]) -> dict:
+    if not isinstance(numeric, dict):
+        raise bad("'numeric' must map column names to {\"critical\": bool}")
+    for col, opts in numeric.items():
+        if col not in fields:
+            raise bad(f"numeric column {col!r} is not in 'fields'")
+        if not isinstance(opts, dict) or set(opts) - {"critical"}:
+            raise bad(f"numeric column {col!r}: options must be {{\"critical\": true|false}}")
+    return numeric
+
+
+def _checked_derived(derived: Any, fields: list[str], bad: Callable[[str], ConfigError]) -> dict:
+    if not isinstance(derived, dict):
+        raise bad("'derived' must map new column names to {\"op\": ..., \"of\": field}")
+    for col, spec in derived.items():
+        if col in fields:
+            raise bad(f"derived column {col!r} clashes with a field")
+        if not isinstance(spec, dict) or spec.get("op") not in _DERIVED_OPS or spec.get("of") not in fields:
+            raise bad(f"derived column {col!r}: need op in {sorted(_DERIVED_OPS)} and 'of' naming a field")
+    return derived
+
+
+def _checked_expectation(where: str, exp: Any, columns: set[str], bad: Callable[[str], ConfigError]) -> dict:
+    """One expectation as ``{"type", "kwargs", "meta"}``, its columns checked against the frame's."""
+    if not isinstance(exp, dict):
+        raise bad(f"{where} must be an object")
+    unknown = set(exp) - _EXPECTATION_KEYS
+    if unknown:
+        raise bad(f"{where}: unknown keys {sorted(unknown)}")
+    etype, kwargs, meta = exp.get("type"), exp.get("kwargs", {}), exp.get("meta", {})
+    if not isinstance(etype, str) or not etype.startswith("expect_"):
+        raise bad(f"{where}: 'type' must name a Great Expectations expectation (expect_...)")
+    if not isinstance(kwargs, dict) or not isinstance(meta, dict):
+        raise bad(f"{where} ({etype}): 'kwargs' and 'meta' must be objects")
+    if not isinstance(meta.get("critical", False), bool):
+        raise bad(f"{where} ({etype}): meta.critical must be true or false")
+    for col in referenced_columns(kwargs):
+        if col not in columns:
+            raise bad(f"{where} ({etype}): column {col!r} is not a field or derived column")
+    return {"type": etype, "kwargs": dict(kwargs), "meta": dict(meta)}
+
+
+def load_suites(suites_dir: Path | None = None) -> list[SuiteSpec]:
+    """Read every ``*.json`` suite in ``suites_dir`` (default ``schemas/expectations``), sorted by name."""
+    directory = Path(suites_dir) if suites_dir is not None else default_suites_dir()
+    if not directory.is_dir():
+        raise ConfigError(f"expectation suite directory {directory} does not exist")
+    specs = [_parse_suite(path) for path in sorted(directory.glob("*.json"))]
+    if not specs:
+        raise ConfigError(f"no expectation suites (*.json) in {directory}")
+    seen: dict[str, Path | None] = {}
+    for spec in specs:
+        if spec.name in seen:
+            raise ConfigError(f"expectation suite name {spec.name!r} used by {seen[spec.name]} and {spec.path}")
+        seen[spec.name] = spec.path
+    return sorted(specs, key=lambda s: s.name)
