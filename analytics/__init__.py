@@ -39,6 +39,10 @@ _EXPORTS = {
     "plan_partitions": "analytics.partitions:plan_partitions",
     "read_partition": "analytics.partitions:read_partition",
     "read_collection": "analytics.partitions:read_collection",
+    # validating with expectation suites
+    "validate": "analytics.validation:validate",
+    "load_suites": "analytics.validation:load_suites",
+    "ValidationReport": "analytics.validation:ValidationReport",
 }
 
 __all__ = sorted(_EXPORTS, key=str.casefold)
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     )
     from analytics.runner import AnalysisResult, analyze, run_analysis  # noqa: F401
     from analytics.schema import Column, Schema  # noqa: F401
+    from analytics.validation import ValidationReport, load_suites, validate  # noqa: F401
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

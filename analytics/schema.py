@@ -33,7 +33,8 @@ from typing import Any, Iterable, NamedTuple
 
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["KINDS", "Column", "Schema", "get_path", "coerce", "conform", "empty", "require_columns"]
+__all__ = ["KINDS", "Column", "Schema", "get_path", "projection_for", "coerce", "conform", "empty",
+           "require_columns"]
 
 #: Column kinds.  They become the pandas dtypes ``str``, ``float64``, ``Int64``,
 #: ``boolean`` and ``list<item: string>[pyarrow]``.
@@ -64,6 +65,21 @@ def get_path(doc: Any, path: str) -> Any:
         else:
             return None
     return value
+
+
+def projection_for(paths: Iterable[str]) -> dict[str, int]:
+    """A MongoDB inclusion projection fetching ``paths`` (dotted, as :func:`get_path` reads them).
+
+    Integer parts (list indexes) are dropped, since a projection names a field
+    of every element (``hsps.0.score`` -> ``hsps.score``), and a path inside
+    another projected path is left out (MongoDB refuses ``a`` together with ``a.b``).
+    """
+    wanted = dict.fromkeys(".".join(p for p in path.split(".") if not p.lstrip("-").isdigit()) for path in paths)
+    keep: dict[str, int] = {}
+    for path in sorted(wanted, key=len):
+        if not any(path.startswith(parent + ".") for parent in keep):
+            keep[path] = 1
+    return keep
 
 
 def coerce(value: Any, kind: str) -> Any:
@@ -147,15 +163,7 @@ class Schema:
 
     def projection(self) -> dict[str, int]:
         """The MongoDB projection that fetches exactly the declared paths (list indexes dropped)."""
-        paths: dict[str, int] = {}
-        for column in self.columns:
-            parts = [p for p in column.path.split(".") if not p.lstrip("-").isdigit()]
-            paths[".".join(parts)] = 1
-        keep: dict[str, int] = {}
-        for path in sorted(paths, key=len):  # MongoDB refuses "a" together with "a.b"
-            if not any(path.startswith(parent + ".") for parent in keep):
-                keep[path] = 1
-        return keep
+        return projection_for(c.path for c in self.columns)
 
     def read(self, docs: Iterable[dict]) -> dict[str, list]:
         """Column name -> coerced values, one per document."""

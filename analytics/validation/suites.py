@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from analytics.schema import projection_for
 from ingest.errors import ConfigError
 
 __all__ = [
@@ -103,10 +104,8 @@ class SuiteSpec:
         )
 
     def projection(self) -> dict[str, int]:
-        paths = {"_id": 1}
-        for path in self.fields:
-            paths[path] = 1
-        return _prune_projection(paths)
+        """The fields and ``_id``, as a MongoDB projection."""
+        return projection_for(["_id", *self.fields])
 
     def all_expectations(self) -> list[dict]:
         """The file's expectations, then one generated per ``numeric`` column."""
@@ -132,15 +131,6 @@ class SuiteSpec:
         from analytics.validation.frames import document_rows
 
         return document_rows(self, documents)
-
-
-def _prune_projection(paths: dict[str, int]) -> dict[str, int]:
-    """Drop paths inside another projected path (MongoDB rejects ``a`` with ``a.b``)."""
-    keep = {}
-    for path in sorted(paths, key=len):
-        if not any(path.startswith(parent + ".") for parent in keep):
-            keep[path] = 1
-    return keep
 
 
 def referenced_columns(kwargs: dict) -> list[str]:
