@@ -1,6 +1,6 @@
 """Great Expectations: the one module that imports it.
 
-:class:`_GreatExpectations` is an ephemeral Data Context (analytics and progress
+:class:`GreatExpectations` is an ephemeral Data Context (analytics and progress
 bars off) that builds an expectation suite from a :class:`SuiteSpec`,
 validates a pandas frame against it and turns each GX result into a plain
 result dict (see :mod:`analytics.validation.results`).  Great Expectations is
@@ -58,7 +58,7 @@ def json_safe(value: Any) -> Any:
     return short_repr(value)
 
 
-class _GreatExpectations:
+class GreatExpectations:
     """An ephemeral GX Data Context that validates pandas frames against suites."""
 
     def __init__(self) -> None:

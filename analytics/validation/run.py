@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from analytics.validation.frames import read_frame
-from analytics.validation.gx import _GreatExpectations
+from analytics.validation.gx import GreatExpectations
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -61,7 +61,7 @@ def validate(
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
     specs = _select(load_suites(suites_dir), suites)
     report = ValidationReport(run_id=run_id, db_name=db_name)
-    engine: _GreatExpectations | None = None
+    engine: GreatExpectations | None = None
     client = mongo_client(uri)
     try:
         db = client[db_name]
@@ -73,7 +73,7 @@ def validate(
                 result = SuiteResult(suite=spec.name, collection=spec.collection, status=STATUS_SKIPPED)
             else:
                 if engine is None:
-                    engine = _GreatExpectations()
+                    engine = GreatExpectations()
                 stats, results = engine.validate(spec, frame, sample_size)
                 result = SuiteResult(
                     suite=spec.name, collection=spec.collection, status=STATUS_PASSED,
