@@ -4,16 +4,20 @@ glsearch36, lalign36, fastx36, fasty36, tfastx36, tfasty36.
 Entry points::
 
     parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
-          warn: Callable[[str], None] | None = None) -> Iterator[Query]
-    parse_dicts(handle, source="<stream>", *, sequences=True, warn=None) -> Iterator[dict]
+          warn: Callable[[str], None] | None = None, fast: bool = True,
+          chunk_size: int = 1 << 20) -> Iterator[Query]
+    parse_dicts(handle, source="<stream>", *, sequences=True, warn=None, fast=True,
+                chunk_size=1 << 20) -> Iterator[dict]
 
 ``parse_dicts`` (registered as format ``"pasta"`` in :mod:`ingest.parsers`; the CLI and
 the loader use it) yields exactly ``Query.to_dict()`` - same keys in the same order -
 without building the objects first: its fast path builds the dicts of the hits itself.
 
 * Pure and streaming: it reads only the binary ``handle`` it is given (the caller
-  opens the file and gunzips ``.gz``), in 1 MiB chunks, and holds one query block
-  (in fact one hit block plus the hits parsed so far) at a time.
+  opens the file and gunzips ``.gz``), in 1 MiB chunks (``chunk_size``: the size asked
+  of each ``handle.read()``; a read may return fewer bytes, as a pipe does, and the
+  reader reads again), and holds one query block (in fact one hit block plus the hits
+  parsed so far) at a time.
 * Yields one :class:`ingest.model.Query` (or its dict) per query block (``  N>>>`` ...
   ``>>><<<``), in file order.  Files made by concatenating several runs are accepted.
 * A complete file ends with ``>>>///``.  Queries completed before a point of damage
@@ -31,7 +35,8 @@ without building the objects first: its fast path builds the dicts of the hits i
   a subset of what the checking path accepts, so anything unusual (and every damaged
   alignment) goes to the line-checking path (``_parse_hit``), which reports the precise
   line; the tests check that both paths give the same result on every sample and on
-  thousands of damaged ones (``tests/test_pasta_fastpath.py``).
+  thousands of damaged ones (``tests/test_pasta_fastpath.py``).  ``fast=False`` sends
+  every alignment to the checking path (same result, slower: for those tests).
 * Limits (constant memory): a line may not exceed ``MAX_LINE`` (1 MiB), one hit block
   ``MAX_BLOCK`` (64 MiB); more than ``MAX_PREAMBLE`` lines between queries means the
   input is not a report.
@@ -183,14 +188,11 @@ from ingest.model import Hit, Hsp, Query
 
 __all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK"]
 
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # default chunk_size: bytes asked of each handle.read()
 MAX_LINE = 1 << 20  # longest accepted line (bytes)
 MAX_BLOCK = 64 << 20  # largest accepted single hit block (bytes)
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
-LOOKAHEAD = 256 << 10  # bytes kept ahead of the position in the hit loop
-# Hits in the usual layout are parsed in the read buffer by _fast_hit; the tests
-# switch this off to check that the general path (_parse_hit) gives the same results.
-_FAST_PATH = True
+LOOKAHEAD = 256 << 10  # bytes kept ahead of the position in the hit loop (at most chunk_size)
 
 _QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?\s*$")
 _QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
@@ -272,13 +274,19 @@ def _typed(value: str):
 
 
 class _Reader:
-    """Chunked reader over a binary handle that tracks line numbers."""
+    """Chunked reader over a binary handle that tracks line numbers: it asks
+    ``chunk_size`` bytes of each ``handle.read()`` and reads again while it needs more
+    (a read may return fewer bytes, as from a pipe; only b"" is the end)."""
 
-    __slots__ = ("handle", "source", "buf", "pos", "line_no", "eof", "_before")
+    __slots__ = ("handle", "source", "chunk_size", "lookahead", "buf", "pos", "line_no", "eof", "_before")
 
-    def __init__(self, handle: BinaryIO, source: str):
+    def __init__(self, handle: BinaryIO, source: str, chunk_size: int = CHUNK):
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, not {chunk_size!r}")
         self.handle = handle
         self.source = source
+        self.chunk_size = chunk_size
+        self.lookahead = min(LOOKAHEAD, chunk_size)  # bytes the hit loop keeps ahead
         self.buf = b""
         self.pos = 0
         self.line_no = 0  # lines fully consumed before ``pos``
@@ -292,7 +300,7 @@ class _Reader:
         if self.eof:
             return False
         try:
-            chunk = self.handle.read(CHUNK)
+            chunk = self.handle.read(self.chunk_size)
         except (OSError, EOFError, ValueError) as exc:  # e.g. a broken gzip stream
             raise self.error(f"cannot read input: {exc}") from exc
         if not chunk:
@@ -471,12 +479,17 @@ def parse(
     *,
     sequences: bool = True,
     warn: Callable[[str], None] | None = None,
+    fast: bool = True,
+    chunk_size: int = CHUNK,
 ) -> Iterator[Query]:
     """Yield one :class:`~ingest.model.Query` per query block of a ``-m 10`` report.
 
     Raises :class:`~ingest.errors.ParseError` (with ``source`` and a 1-based line)
-    on malformed input, after yielding the queries completed before the damage."""
-    return _guarded(_Reader(handle, source), sequences, warn, False)
+    on malformed input, after yielding the queries completed before the damage.
+    ``fast=False``: every alignment goes to the checking path (same result, slower).
+    ``chunk_size``: bytes asked of each ``handle.read()`` (ValueError if below 1, at
+    the call)."""
+    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, False, fast)
 
 
 def parse_dicts(
@@ -485,16 +498,18 @@ def parse_dicts(
     *,
     sequences: bool = True,
     warn: Callable[[str], None] | None = None,
+    fast: bool = True,
+    chunk_size: int = CHUNK,
 ) -> Iterator[dict]:
     """Like :func:`parse`, but yield each query as its JSON-ready dict, equal to
     ``Query.to_dict()`` (same keys, same order): what the CLI and the loader write.
     Faster: the fast path builds the dicts of the hits directly."""
-    return _guarded(_Reader(handle, source), sequences, warn, True)
+    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, True, fast)
 
 
-def _guarded(r: _Reader, sequences: bool, warn, dicts: bool) -> Iterator:
+def _guarded(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool) -> Iterator:
     try:
-        yield from _parse(r, sequences, warn, dicts)
+        yield from _parse(r, sequences, warn, dicts, fast)
     except ParseError:
         raise
     except (IndexError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
@@ -504,7 +519,7 @@ def _guarded(r: _Reader, sequences: bool, warn, dicts: bool) -> Iterator:
         raise r.error(f"malformed input ({type(exc).__name__}: {exc})") from exc
 
 
-def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False) -> Iterator:
+def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True) -> Iterator:
     source = r.source
     run = _Run(1)
     query_index = 0
@@ -521,7 +536,7 @@ def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False) -> Iterator:
             if run.complete:  # a new run without a header line
                 run = _Run(run.index + 1)
             query_index += 1
-            q = _parse_query(r, m, run, query_index, sequences, warn, dicts)
+            q = _parse_query(r, m, run, query_index, sequences, warn, dicts, fast)
             run.queries += 1
             preamble = 0
             yield q
@@ -580,9 +595,10 @@ def _types(program: str | None, unit: bytes) -> tuple[str, str]:
 
 
 def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn,
-                 dicts: bool = False) -> Query | dict:
+                 dicts: bool = False, fast: bool = True) -> Query | dict:
     """The query block that starts at the ``  N>>>`` line matched by ``m``: a Query,
-    or with ``dicts`` its ``to_dict()``."""
+    or with ``dicts`` its ``to_dict()``; ``fast=False`` sends every alignment to the
+    checking path."""
     source = r.source
     qline = r.line_no
     text = _decode(m.group(2), "query description", source, qline, warn)
@@ -700,17 +716,18 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
                       hit_dicts, run.unterminated)  # fmt: skip
     slow_next = False  # the hit at r.pos goes to the checking path
+    lookahead = r.lookahead
     while True:
         buf, pos = r.buf, r.pos
-        if len(buf) - pos < LOOKAHEAD and not r.eof:
+        if len(buf) - pos < lookahead and not r.eof:
             r._fill()
             buf, pos = r.buf, r.pos
         if buf.startswith(b">>", pos) and not buf.startswith(b">>>", pos):
             # fast path: hits in the usual layout, parsed in the read buffer while
-            # LOOKAHEAD bytes remain after them (at least one, if it ends in the buffer)
-            if _FAST_PATH and not slow_next:
+            # lookahead bytes remain after them (at least one, if it ends in the buffer)
+            if fast and not slow_next:
                 n = len(hits)
-                end, slow_next, n_lines = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - LOOKAHEAD, ctx, hits, ids)
+                end, slow_next, n_lines = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - lookahead, ctx, hits, ids)
                 if end > pos and buf.find(b"\r", pos, end) >= 0:
                     # the checking path reads CRLF line ends (and stray CRs) its own way
                     del hits[n:], ids[n:]
