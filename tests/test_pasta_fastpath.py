@@ -1,9 +1,10 @@
-"""The fast path (``_fast_hits``: one regular expression per alignment layout, in the
-read buffer) and the checking path (``_parse_hit``: line by line) must agree exactly:
-on every real sample (``test_pasta_parser``) and - this file - on damaged ones.
+"""The fast path (``ingest/parsers/pasta/fastpath.py``: one regular expression per
+alignment layout, in the read buffer) and the checking path
+(``ingest/parsers/pasta/checking.py``: line by line) must agree exactly: on every real
+sample (``test_pasta_parser``) and - this file - on damaged ones.
 
 For each mutated real output the parser runs three times: with and without the fast
-path, and as ``parse_dicts`` (whose fast path builds the dicts itself); all runs must
+path (``fast=False``), and as ``parse_dicts`` (whose fast path builds the dicts itself); all runs must
 yield the same queries (as dicts; for ``parse_dicts`` as JSON text, key order
 included) and end the same way: either all complete, or all with a ParseError naming
 the same line and reason.  Whatever the
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
-from ingest.parsers.pasta import _parse_hit
+from ingest.parsers.pasta.checking import _parse_hit
 from tests.pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
