@@ -137,9 +137,39 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     """The query block that starts at the ``  N>>>`` line matched by ``m``: a Query,
     or with ``dicts`` its ``to_dict()``; ``fast=False`` sends every alignment to the
     checking path."""
-    source = r.source
+    q, nameless = _new_query(r, m, run, query_index, warn)
+    unit = m.group(4)
+    table, ended = _read_header(r, q, run, nameless, warn)
+    if ended:  # a query without alignments
+        _finish(r, q, unit, table, [], warn)
+        return q.to_dict() if dicts else q
+    _read_params(r, q, run, warn)
+
+    # ---- hit blocks
+    qtype, ltype = _types(q.program, unit)
+    hits: list[Hit] = []
+    ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
+    # with dicts, the hits are built as dicts when _finish will not change them (it
+    # adds E2() and the -m 9 columns to aligned hits; tables without those only add
+    # table-only hits)
+    hit_dicts = dicts and (table is None or _table_keeps_hits(table))
+    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
+                      hit_dicts, run.unterminated)  # fmt: skip
+    _read_hits(r, q, run, ctx, hits, ids, fast, warn)
+    _finish(r, q, unit, table, hits, warn, ids, hit_dicts)
+    if hit_dicts:
+        q.hits = []
+        d = q.to_dict()
+        d["hits"] = hits
+        return d
+    return q.to_dict() if dicts else q
+
+
+def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
+    """The Query of the ``  N>>>`` line matched by ``m`` (the line just read), with what
+    the run's header says, and whether the query has no name."""
     qline = r.line_no
-    text = _decode(m.group(2), "query description", source, qline, warn)
+    text = _decode(m.group(2), "query description", r.source, qline, warn)
     # a FASTA header with a space after ">" has no name for FASTA: its summary line
     # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
     # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
@@ -156,27 +186,31 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         run_index=run.index,
         run_query_number=int(m.group(1)),
     )
-    unit = m.group(4)
     note = m.group(5)
     if note is not None:
         q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
         if q.searched_strand is None:
             raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
-    table: tuple | None = None  # (columns, -m 9 columns or None, rows, line of the first row, any "+-" row)
-    params: dict | None = None
+    return q, nameless
 
-    # ---- header of the query: library, statistics, best-scores table, summary line
+
+def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple[tuple | None, bool]:
+    """The header of query ``q``: library, statistics, best-scores table, up to its
+    summary line (``>>>ID, LEN aa vs LIB library``).  Returns the table (columns, -m 9
+    columns or None, rows, line of the first row, any ``+-`` row) or None, and True
+    if the query ended there, without alignments (``>>><<<``; in a run without it the
+    next query's line or the end of the run, left unread)."""
+    source = r.source
+    table: tuple | None = None
     while True:
         line = r.readline()
         if line is None:
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
-            _finish(r, q, unit, table, [], warn)
-            return q.to_dict() if dicts else q
+            return table, True
         if _ends_unterminated(run, line):
             r.unread()  # the next query's line, or the end of the run
-            _finish(r, q, unit, table, [], warn)
-            return q.to_dict() if dicts else q
+            return table, True
         if line.startswith(b">>>///"):
             raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
         if line.startswith(b">>>"):
@@ -185,11 +219,11 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
                 raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
             sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
             if sid != q.query_id and sid != q.query_id + "-" and not (nameless and sid in ("", "-")):
-                # "ID-": -i (reverse complement); "": a query without a name (see above)
+                # "ID-": -i (reverse complement); "": a query without a name (see _new_query)
                 raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
             if q.library is None:
                 q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
-            break
+            return table, False
         if _QSTART.match(line):
             raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
         if line.startswith(b">") or line.startswith(b";"):
@@ -219,14 +253,19 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         elif line.startswith(b"Algorithm:"):
             q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
 
-    # ---- pg_* / mp_* lines
+
+def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
+    """The ``; pg_*``/``; mp_*`` lines after the summary line: ``q.params``, and the
+    program and version they name (and, from ``pg_argv``, whether the run ends its
+    queries without ``>>><<<``)."""
+    params: dict | None = None
     while r.peek(1) == b";":
         line = r.readline()
         km = _KV.match(line)
         if km is None:
             raise r.error(f"malformed '; key: value' line: {line[:60]!r}", r.line_no)
         key = km.group(1).decode("latin-1")
-        value = _decode(km.group(2), key, source, r.line_no, warn)
+        value = _decode(km.group(2), key, r.source, r.line_no, warn)
         if params is None:
             params = {}
         if key == "pg_argv" and "; pg_name_alg: " in value:
@@ -243,16 +282,15 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if not run.unterminated and isinstance(argv, str) and _UNTERMINATED.search(argv):
             run.unterminated = True  # the same signal when the "# command" line is missing
 
-    # ---- hit blocks
-    qtype, ltype = _types(q.program, unit)
-    hits: list[Hit] = []
-    ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
-    # with dicts, the hits are built as dicts when _finish will not change them (it
-    # adds E2() and the -m 9 columns to aligned hits; tables without those only add
-    # table-only hits)
-    hit_dicts = dicts and (table is None or _table_keeps_hits(table))
-    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
-                      hit_dicts, run.unterminated)  # fmt: skip
+
+def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, ids: list[bytes], fast: bool,
+               warn) -> None:
+    """The hit blocks of query ``q``, up to its end (``>>><<<``; in a run without it
+    the next query's line or the end of the run, left unread): each hit in the usual
+    layout to the fast path (unless not ``fast``), any other to the checking path;
+    appended to ``hits`` (dicts if ``ctx.dicts``), their ids as bytes to ``ids``."""
+    source = r.source
+    hit_dicts = ctx.dicts
     slow_next = False  # the hit at r.pos goes to the checking path
     lookahead = r.lookahead
     while True:
@@ -284,20 +322,13 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
         if line is None:
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
-            break
+            return
         if not line.strip():
             continue
         if _ends_unterminated(run, line):
             r.unread()  # the next query's line, or the end of the run
-            break
+            return
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
-    _finish(r, q, unit, table, hits, warn, ids, hit_dicts)
-    if hit_dicts:
-        q.hits = []
-        d = q.to_dict()
-        d["hits"] = hits
-        return d
-    return q.to_dict() if dicts else q
 
 
 def _ends_unterminated(run: _Run, line: bytes) -> bool:
