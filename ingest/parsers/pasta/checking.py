@@ -123,75 +123,21 @@ def _int(kv: dict, key: bytes, err, offset: int) -> int:
 
 
 def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str, err) -> tuple[Hsp, int]:
+    """The alignment in ``block[pos:stop]`` (after its ``>>`` or ``>--`` line) of the hit
+    ``hit_id``: its Hsp and the library sequence length (``; sq_len:``)."""
     hsp = Hsp()
     # scores: "; xx_key: value" lines up to the query side ">NAME .."
     qh = block.find(b"\n>", pos - 1, stop)
     if qh < 0:
         raise err("alignment without its '>QUERY ..' side (truncated?)", pos)
-    extra = None
-    p = pos
-    while p < qh:
-        e = block.find(b"\n", p, qh + 1)
-        if e < 0:
-            e = qh
-        line = block[p:e]
-        if not line.startswith(b"; "):
-            if not line.strip():
-                p = e + 1
-                continue
-            raise err(f"unexpected line among alignment scores: {line[:60]!r}", p)
-        key, sep, val = line[2:].partition(b": ")
-        if not sep:
-            raise err(f"malformed '; key: value' line: {line[:60]!r}", p)
-        u = key.find(b"_")
-        suffix = key[u + 1 :] if u >= 0 else key
-        spec = _HSP_KEYS.get(suffix)
-        if spec is not None:
-            attr, typ = spec
-            pattern = _INT if typ is int else _FLOAT
-            if not pattern.fullmatch(val):
-                raise err(f"'{line[:60].decode('latin-1')}' is not a number", p)
-            setattr(hsp, attr, typ(val))
-        elif suffix == b"frame":
-            hsp.frame = val.strip().decode("latin-1")
-        else:
-            if extra is None:
-                extra = {}
-            extra[key.decode("latin-1")] = _typed(val.decode("utf-8", errors="replace"))
-        p = e + 1
-    hsp.extra = extra
-    if hsp.score is None:
-        hsp.score = hsp.opt_score
+    _hsp_scores(block, pos, qh, hsp, err)
 
     # query side, then library side
     hh = block.find(b"\n>", qh + 2, stop)
     if hh < 0:
         raise err("alignment without its library side (truncated?)", qh + 1)
     qname, qkv, qseq_at = _side(block, qh + 1, hh, err)
-    # "-m 10 -m 9c" ends an alignment with "; al_code: <encoded alignment>"
-    code_at = block.find(b"\n; al_code:", hh + 2, stop)
-    if code_at >= 0:
-        e = block.find(b"\n", code_at + 1, stop)
-        if e < 0:
-            e = stop
-        code = block[code_at + 11 : e]
-        if code and not code.startswith(b" "):
-            raise err(f"malformed '; key: value' line: {block[code_at + 1 : e][:60]!r}", code_at + 1)
-        ann = None
-        if block.startswith(_ANN_LINE, e):  # -V: where the annotated residues are
-            a = block.find(b"\n", e + 1, stop)
-            a = stop if a < 0 else a
-            ann = block[e + len(_ANN_LINE) : a].decode("utf-8", errors="replace")
-            e = a
-        if block[e:stop].strip():
-            i = e + len(block[e:stop]) - len(block[e:stop].lstrip())
-            raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
-        if extra is None:
-            hsp.extra = extra = {}
-        extra["al_code"] = code[1:].decode("utf-8", errors="replace")
-        if ann is not None:
-            extra["al_code_ann"] = ann
-        stop = code_at + 1
+    stop = _al_code(block, hh + 2, stop, hsp, err)  # -m 10 -m 9c: the alignment ends before it
     cons_at = block.find(b"\n; al_cons:", hh + 2, stop)
     hend = stop if cons_at < 0 else cons_at
     hname, hkv, hseq_at = _side(block, hh + 1, hend, err)
@@ -267,3 +213,75 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
             cons = block[e + 1 : stop].rstrip(b"\n").replace(b"\n", b"") if e >= 0 else b""
             hsp.consensus = cons[c0:c1].ljust(c1 - c0).decode("ascii", errors="replace")
     return hsp, hit_len
+
+
+def _hsp_scores(block: bytes, pos: int, qh: int, hsp: Hsp, err) -> None:
+    """The score lines (``; xx_key: value``) of an alignment, from ``pos`` to its query
+    side's line at ``qh``, into ``hsp``: the known keys as numbers (checked), the
+    frame, any other key into its extra; blank lines are skipped."""
+    extra = None
+    p = pos
+    while p < qh:
+        e = block.find(b"\n", p, qh + 1)
+        if e < 0:
+            e = qh
+        line = block[p:e]
+        if not line.startswith(b"; "):
+            if not line.strip():
+                p = e + 1
+                continue
+            raise err(f"unexpected line among alignment scores: {line[:60]!r}", p)
+        key, sep, val = line[2:].partition(b": ")
+        if not sep:
+            raise err(f"malformed '; key: value' line: {line[:60]!r}", p)
+        u = key.find(b"_")
+        suffix = key[u + 1 :] if u >= 0 else key
+        spec = _HSP_KEYS.get(suffix)
+        if spec is not None:
+            attr, typ = spec
+            pattern = _INT if typ is int else _FLOAT
+            if not pattern.fullmatch(val):
+                raise err(f"'{line[:60].decode('latin-1')}' is not a number", p)
+            setattr(hsp, attr, typ(val))
+        elif suffix == b"frame":
+            hsp.frame = val.strip().decode("latin-1")
+        else:
+            if extra is None:
+                extra = {}
+            extra[key.decode("latin-1")] = _typed(val.decode("utf-8", errors="replace"))
+        p = e + 1
+    hsp.extra = extra
+    if hsp.score is None:
+        hsp.score = hsp.opt_score
+
+
+def _al_code(block: bytes, start: int, stop: int, hsp: Hsp, err) -> int:
+    """``-m 10 -m 9c`` ends an alignment with ``; al_code: <encoded alignment>`` (with -V
+    then ``; al_code_ann: ...``): if ``block[start:stop]`` has that line, its values go
+    to ``hsp.extra`` (only blank lines may follow) and the alignment ends there.
+    Returns where the alignment's lines end: that line, else ``stop``."""
+    code_at = block.find(b"\n; al_code:", start, stop)
+    if code_at < 0:
+        return stop
+    e = block.find(b"\n", code_at + 1, stop)
+    if e < 0:
+        e = stop
+    code = block[code_at + 11 : e]
+    if code and not code.startswith(b" "):
+        raise err(f"malformed '; key: value' line: {block[code_at + 1 : e][:60]!r}", code_at + 1)
+    ann = None
+    if block.startswith(_ANN_LINE, e):  # -V: where the annotated residues are
+        a = block.find(b"\n", e + 1, stop)
+        a = stop if a < 0 else a
+        ann = block[e + len(_ANN_LINE) : a].decode("utf-8", errors="replace")
+        e = a
+    if block[e:stop].strip():
+        i = e + len(block[e:stop]) - len(block[e:stop].lstrip())
+        raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
+    extra = hsp.extra
+    if extra is None:
+        hsp.extra = extra = {}
+    extra["al_code"] = code[1:].decode("utf-8", errors="replace")
+    if ann is not None:
+        extra["al_code_ann"] = ann
+    return code_at + 1
