@@ -25,6 +25,7 @@ _HSP_KEYS: dict[bytes, tuple[str, type]] = {
     b"sim": ("similarity", float),
     b"overlap": ("overlap", int),
 }
+_ANN_LINE = b"\n; al_code_ann: "  # -V: after the "; al_code:" line
 
 
 def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | None:
@@ -41,6 +42,9 @@ def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | N
 
 
 def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: str, warn) -> Hit:
+    """The Hit of ``block`` (its ``>>`` line, its alignment, any ``>--`` alternates; the
+    block's first line is line ``first``), ranked ``rank``; a ParseError names the
+    line of any damage."""
     if b"\r" in block:
         block = block.replace(b"\r\n", b"\n")
 
@@ -99,9 +103,6 @@ def _side(block: bytes, start: int, stop: int, err) -> tuple[bytes, dict, int]:
         kv[key] = val
         p = e + 1
     return name, kv, min(p, stop)
-
-
-_ANN_LINE = b"\n; al_code_ann: "
 
 
 def _side_names(name: bytes, seq_id: bytes) -> bool:

@@ -149,7 +149,7 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     qtype, ltype = _types(q.program, unit)
     hits: list[Hit] = []
     ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
-    # with dicts, the hits are built as dicts when _finish will not change them (it
+    # with dicts, the hits are built as dicts when _table_hits will not change them (it
     # adds E2() and the -m 9 columns to aligned hits; tables without those only add
     # table-only hits)
     hit_dicts = dicts and (table is None or _table_keeps_hits(table))
@@ -296,7 +296,7 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, id
     while True:
         buf, pos = r.buf, r.pos
         if len(buf) - pos < lookahead and not r.eof:
-            r._fill()
+            r.fill()
             buf, pos = r.buf, r.pos
         if buf.startswith(b">>", pos) and not buf.startswith(b">>>", pos):
             # fast path: hits in the usual layout, parsed in the read buffer while

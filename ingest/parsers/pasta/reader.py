@@ -48,7 +48,8 @@ class _Reader:
     def error(self, reason: str, line: int | None = None) -> ParseError:
         return ParseError(reason, source=self.source, line=self.line_no + 1 if line is None else line)
 
-    def _fill(self) -> bool:
+    def fill(self) -> bool:
+        """Read one more chunk into the buffer; False at the end of the input."""
         if self.eof:
             return False
         try:
@@ -89,7 +90,7 @@ class _Reader:
             if len(buf) - self.pos > MAX_LINE:
                 raise self.error(f"line longer than {MAX_LINE} bytes")
             start = len(buf) - self.pos
-            if not self._fill():
+            if not self.fill():
                 if self.pos >= len(self.buf):
                     return None
                 line = self.buf[self.pos :]
@@ -112,7 +113,7 @@ class _Reader:
             if last < 0:
                 if len(buf) - pos > MAX_LINE:
                     raise self.error(f"line longer than {MAX_LINE} bytes")
-                if not self._fill():
+                if not self.fill():
                     return rows, first, plus  # a last line without line end is left to readline
                 continue
             e = buf.find(b"\n", pos)
@@ -135,12 +136,12 @@ class _Reader:
             plus = plus or seg.startswith(b"+-") or b"\n+-" in seg
             self.pos = end + 1
             self.line_no += len(lines)
-            if m is not None or not self._fill():
+            if m is not None or not self.fill():
                 return rows, first, plus
 
     def peek(self, n: int) -> bytes:
         """Up to ``n`` bytes at the current position, without consuming them."""
-        while len(self.buf) - self.pos < n and self._fill():
+        while len(self.buf) - self.pos < n and self.fill():
             pass
         return self.buf[self.pos : self.pos + n]
 
@@ -184,7 +185,7 @@ class _Reader:
             if unterminated:  # a query line may be cut anywhere: look at its line again
                 restart = min(restart, buf.rfind(b"\n", self.pos + 1))
             search = max(restart, self.pos + 1) - self.pos
-            if not self._fill():
+            if not self.fill():
                 block = self.buf[self.pos :]
                 if len(block) > MAX_LINE:
                     self._check_lines(block, first)

@@ -66,8 +66,9 @@ def _table_hits(r, q: Query, table: tuple, hits: list, ids, warn, dicts: bool = 
         hit.rank = i + 1
         hits.append(hit.to_dict() if dicts else hit)
 
+
 def _table_keeps_hits(table: tuple) -> bool:
-    """True if _finish leaves the aligned hits as they are with this table (columns,
+    """True if _table_hits leaves the aligned hits as they are with this table (columns,
     -m 9 columns, rows, line, any ``+-`` row): no -m 9 columns, no E2() column, no
     ``+-`` rows."""
     cols, cols9, rows, _, plus = table
