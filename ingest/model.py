@@ -13,7 +13,7 @@ Lists (``hits``, ``hsps``) are always present, possibly empty.
 * :class:`Hsp` - one local alignment (high-scoring segment pair) of a hit.
 
 The meaning of each field, and where the parser takes it from, is documented
-in the module docstring of :mod:`ingest.parsers.pasta`.
+in the docstring of the package :mod:`ingest.parsers.pasta`.
 """
 
 from __future__ import annotations

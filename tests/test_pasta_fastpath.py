@@ -1,9 +1,10 @@
-"""The fast path (``_fast_hits``: one regular expression per alignment layout, in the
-read buffer) and the checking path (``_parse_hit``: line by line) must agree exactly:
-on every real sample (``test_pasta_parser``) and - this file - on damaged ones.
+"""The fast path (``ingest/parsers/pasta/fastpath.py``: one regular expression per
+alignment layout, in the read buffer) and the checking path
+(``ingest/parsers/pasta/checking.py``: line by line) must agree exactly: on every real
+sample (``test_pasta_parser``) and - this file - on damaged ones.
 
 For each mutated real output the parser runs three times: with and without the fast
-path, and as ``parse_dicts`` (whose fast path builds the dicts itself); all runs must
+path (``fast=False``), and as ``parse_dicts`` (whose fast path builds the dicts itself); all runs must
 yield the same queries (as dicts; for ``parse_dicts`` as JSON text, key order
 included) and end the same way: either all complete, or all with a ParseError naming
 the same line and reason.  Whatever the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
+from ingest.parsers.pasta.checking import _parse_hit
 from tests.pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
@@ -67,21 +70,18 @@ def mutated(draw):
 
 
 def _run(data: bytes, name: str, fast: bool, sequences: bool, dicts: bool = False):
-    old = pasta._FAST_PATH
-    pasta._FAST_PATH = fast
     out, warnings = [], []
+    kw = {"sequences": sequences, "warn": warnings.append, "fast": fast}
     try:
         if dicts:
-            for d in pasta.parse_dicts(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
+            for d in pasta.parse_dicts(io.BytesIO(data), name, **kw):
                 out.append(json.dumps(d))
         else:
-            for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=warnings.append):
+            for q in pasta.parse(io.BytesIO(data), name, **kw):
                 out.append(q.to_dict())
         end = None
     except ParseError as err:
         end = (err.line, err.reason)
-    finally:
-        pasta._FAST_PATH = old
     return out, end, warnings
 
 
@@ -100,16 +100,36 @@ def test_fast_path_agrees_with_checking_path_on_damaged_input(case, sequences):
     assert dicts[2] == fast[2]
 
 
-def test_fast_path_takes_the_usual_alignments(monkeypatch):
+def _checking_path_calls(data: bytes, name: str, **kw) -> int:
+    """How many hit blocks the checking path (``_parse_hit``) parsed: its calls are
+    counted by a profile hook (matching its code object); nothing is replaced."""
+    code = _parse_hit.__code__
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        if event == "call" and frame.f_code is code:
+            calls += 1
+
+    before = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        list(pasta.parse(io.BytesIO(data), name, **kw))
+    finally:
+        sys.setprofile(before)
+    return calls
+
+
+def test_fast_path_takes_the_usual_alignments():
     """On the samples every alignment goes through the fast path (else it would
     silently stop being the fast one): count the hits left to the checking path."""
-    calls = []
-    real = pasta._parse_hit
-    monkeypatch.setattr(pasta, "_parse_hit", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     for name in sorted(p.name for p in SAMPLES.glob("*.m10")):
         if name == "ssearch36_nameless.m10":
             continue  # sequences FASTA shows without a name ("> ..") are rare: checking path
-        list(pasta.parse(io.BytesIO((SAMPLES / name).read_bytes()), name))
-    assert calls == []
-    list(pasta.parse(io.BytesIO((SAMPLES / "ssearch36_nameless.m10").read_bytes()), "nameless"))
-    assert len(calls) == 11  # each of its hits has a nameless query side
+        assert _checking_path_calls((SAMPLES / name).read_bytes(), name) == 0, name
+    nameless = (SAMPLES / "ssearch36_nameless.m10").read_bytes()
+    assert _checking_path_calls(nameless, "nameless") == 11  # each of its hits has a nameless query side
+    # the count sees the checking path: with fast=False it parses every aligned hit
+    data = (SAMPLES / "ssearch36_prot.m10").read_bytes()
+    aligned = sum(h.aligned for q in pasta.parse(io.BytesIO(data), "prot") for h in q.hits)
+    assert aligned and _checking_path_calls(data, "prot", fast=False) == aligned

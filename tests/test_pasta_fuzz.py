@@ -63,15 +63,10 @@ def mutated(draw):
 @given(mutated(), st.sampled_from([1 << 20, 4096, 61]), st.booleans())
 def test_mutated_outputs_parse_or_raise_parse_error(case, chunk, sequences):
     name, data = case
-    old_chunk, old_look = pasta.CHUNK, pasta.LOOKAHEAD
-    pasta.CHUNK, pasta.LOOKAHEAD = chunk, min(chunk, old_look)
+    queries = []
     try:
-        queries = []
-        try:
-            for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=lambda m: None):
-                queries.append(q.to_dict())
-        except ParseError as err:
-            assert err.source == name
-            assert isinstance(err.line, int) and 1 <= err.line <= data.count(b"\n") + 1
-    finally:
-        pasta.CHUNK, pasta.LOOKAHEAD = old_chunk, old_look
+        for q in pasta.parse(io.BytesIO(data), name, sequences=sequences, warn=lambda m: None, chunk_size=chunk):
+            queries.append(q.to_dict())
+    except ParseError as err:
+        assert err.source == name
+        assert isinstance(err.line, int) and 1 <= err.line <= data.count(b"\n") + 1

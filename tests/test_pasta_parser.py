@@ -40,6 +40,22 @@ def by_name(name: str) -> list[Query]:
     return parse_file(SAMPLES / name)
 
 
+class ShortReads(io.RawIOBase):
+    """A binary handle whose read() returns at most ``most`` bytes, as a pipe may."""
+
+    def __init__(self, data: bytes, most: int):
+        self.data, self.most, self.at = data, most, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        n = self.most if size is None or size < 0 else min(size, self.most)
+        out = self.data[self.at : self.at + n]
+        self.at += len(out)
+        return out
+
+
 # --------------------------------------------------------------------------- naive reference
 
 
@@ -129,27 +145,33 @@ def test_matches_naive_scan(path):
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
-def test_general_path_agrees_with_fast_path(path, monkeypatch):
+def test_general_path_agrees_with_fast_path(path):
     fast = [q.to_dict() for q in parse_file(path)]
-    monkeypatch.setattr(pasta, "_FAST_PATH", False)
-    assert [q.to_dict() for q in parse_file(path)] == fast
+    assert [q.to_dict() for q in parse_file(path, fast=False)] == fast
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
-def test_streaming_in_tiny_chunks_and_crlf(path, monkeypatch):
-    """Buffer boundaries anywhere (7-byte reads) and CRLF line ends change nothing."""
+def test_streaming_in_tiny_chunks_and_crlf(path):
+    """Buffer boundaries anywhere (7-byte reads: asked for with chunk_size, or given by
+    a handle that returns at most 7 bytes a read, like a pipe) and CRLF line ends
+    change nothing."""
     expected = [q.to_dict() for q in parse_file(path)]
-    monkeypatch.setattr(pasta, "CHUNK", 7)
-    monkeypatch.setattr(pasta, "LOOKAHEAD", 5)
-    assert [q.to_dict() for q in parse_file(path)] == expected
-    monkeypatch.undo()
+    assert [q.to_dict() for q in parse_file(path, chunk_size=7)] == expected
+    assert [q.to_dict() for q in parse(ShortReads(read_bytes(path), 7), path.name)] == expected
     crlf = read_bytes(path).replace(b"\n", b"\r\n")
     assert [q.to_dict() for q in parse(io.BytesIO(crlf), path.name)] == expected
 
 
+def test_chunk_size_below_one_is_refused_at_the_call():
+    with pytest.raises(ValueError, match="chunk_size"):
+        parse(io.BytesIO(b""), "x", chunk_size=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        pasta.parse_dicts(io.BytesIO(b""), "x", chunk_size=-1)
+
+
 @pytest.mark.parametrize("sequences", [True, False])
 @pytest.mark.parametrize("path", SAMPLE_FILES + [GOOD / "ssearch36_z21_e2.m10"], ids=lambda p: p.name)
-def test_parse_dicts_equals_to_dict_key_for_key(path, sequences, monkeypatch):
+def test_parse_dicts_equals_to_dict_key_for_key(path, sequences):
     """parse_dicts (the fast path builds the dicts itself) gives exactly Query.to_dict():
     compared as JSON text, so the order of the keys counts too - also in 7-byte reads
     (alignments then straddle buffers and go to the checking path) and with CRLF."""
@@ -160,9 +182,7 @@ def test_parse_dicts_equals_to_dict_key_for_key(path, sequences, monkeypatch):
     crlf = data.replace(b"\n", b"\r\n")
     got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(crlf), path.name, sequences=sequences)]
     assert got == expected
-    monkeypatch.setattr(pasta, "CHUNK", 7)
-    monkeypatch.setattr(pasta, "LOOKAHEAD", 5)
-    got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(data), path.name, sequences=sequences)]
+    got = [json.dumps(d) for d in pasta.parse_dicts(io.BytesIO(data), path.name, sequences=sequences, chunk_size=7)]
     assert got == expected
 
 

@@ -1,0 +1,80 @@
+"""Helpers shared by the modules of the ``-m 10`` parser: number patterns, typed values,
+decoding with a warning, coordinates (orientation, aligned columns) and the context of
+the hits of one query."""
+
+from __future__ import annotations
+
+import re
+
+_INT = re.compile(rb"\s*[-+]?\d+\s*")
+_FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+# the same for str values (_typed)
+_INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
+_FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASCII)
+
+
+def _typed(value: str):
+    """int/float if ``value`` is a plain number, else the stripped string."""
+    if _INT_S.fullmatch(value):
+        return int(value)
+    if _FLOAT_S.fullmatch(value):
+        return float(value)
+    return value.strip()
+
+
+def _decode(raw: bytes, what: str, source: str, line: int, warn) -> str:
+    """``raw`` as UTF-8; bytes that are not are replaced by U+FFFD, with a ``warn``ing
+    naming ``what`` and the line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if warn is not None:
+            warn(f"{source}:{line}: non-UTF-8 bytes in {what} replaced by U+FFFD")
+        return raw.decode("utf-8", errors="replace")
+
+
+def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
+    """``(start, end, strand)`` of an al_start/al_stop pair: 1-based inclusive with start <= end;
+    the strand only for DNA.  None when a protein side runs backwards (malformed)."""
+    if a <= b:
+        return a, b, ("+" if dna else None)
+    if dna:
+        return b, a, "-"
+    return None
+
+
+def _end_col(disp: bytes, c0: int, n_res: int) -> int:
+    """The column after the ``n_res``-th residue (non-``-``) of ``disp`` from ``c0``."""
+    c1 = c0 + n_res
+    g = disp.count(b"-", c0, c1)
+    while g:
+        n = c1 + g
+        g = disp.count(b"-", c1, n)
+        c1 = n
+    return c1
+
+
+class _HitContext:
+    """What the two hit parsers (fast path and checking path) need to know of the query
+    whose hits they read; the fast path also keeps here what it learned of them."""
+
+    __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok",
+                 "dicts", "absent", "unterminated")  # fmt: skip
+
+    def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False, unterminated=False):
+        self.query_id = query_id
+        self.query_id_b = query_id.encode("utf-8", "replace")
+        self.pattern: re.Pattern | None = None  # fast path: the layout of the last hit
+        self.qname_ok: bytes | None = None  # fast path: the query side's name, checked
+        self.q_dna = q_dna
+        self.h_dna = h_dna
+        self.translated = translated  # None, "q" or "h"
+        self.sequences = sequences
+        self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
+        self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
+        # the Hsp fields no alignment of this query sets, whatever the layout
+        self.absent = (
+            (() if q_dna else ("query_strand",))
+            + (() if h_dna else ("hit_strand",))
+            + (() if sequences else ("query_seq", "hit_seq"))
+        )

@@ -1,0 +1,366 @@
+"""Runs and queries: the run header, each query block (query line, library,
+statistics, best-scores table, ``pg_*``/``mp_*`` parameters, then its hit blocks, each
+to the fast path or the checking path) and the end of each query and run."""
+
+from __future__ import annotations
+
+import re
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Iterator
+
+from ingest.model import Hit, Query
+from ingest.parsers.pasta.checking import _parse_hit
+from ingest.parsers.pasta.common import _HitContext, _decode, _typed
+from ingest.parsers.pasta.fastpath import _fast_hits
+from ingest.parsers.pasta.reader import _CONTROL, _Reader
+from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
+
+MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
+
+_QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?\s*$")
+_QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
+_RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
+_LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
+_KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
+# "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
+# in a run whose command line has such a -m option, the next query line or ">>>///" ends
+# a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
+_UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
+
+# program base name -> (query type, library type); None: "same as the query line says"
+_TRANSLATED = {
+    "fastx": ("dna", "protein"),
+    "fasty": ("dna", "protein"),
+    "tfastx": ("protein", "dna"),
+    "tfasty": ("protein", "dna"),
+    "tfasts": ("protein", "dna"),
+    "tfastf": ("protein", "dna"),
+    "tfastm": ("protein", "dna"),
+}
+
+
+class _Run:
+    """What the header of the current run says."""
+
+    __slots__ = ("index", "program", "version", "command", "queries", "complete", "unterminated")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.program: str | None = None
+        self.version: str | None = None
+        self.command: str | None = None
+        self.queries = 0
+        self.complete = False
+        # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
+        self.unterminated = False
+
+
+def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True) -> Iterator:
+    source = r.source
+    run = _Run(1)
+    query_index = 0
+    preamble = 0
+    first_content: bytes | None = None
+    while True:
+        line = r.readline()
+        if line is None:
+            break
+        if first_content is None and line.strip():
+            first_content = line
+        m = _QSTART.match(line)
+        if m:
+            if run.complete:  # a new run without a header line
+                run = _Run(run.index + 1)
+            query_index += 1
+            q = _parse_query(r, m, run, query_index, sequences, warn, dicts, fast)
+            run.queries += 1
+            preamble = 0
+            yield q
+            continue
+        if len(line) - len(line.translate(None, _CONTROL)) > 1:
+            raise r.error("binary data (control characters): not a text report", r.line_no)
+        if line.startswith(b">>>///"):
+            if run.queries == 0:
+                raise r.error("'>>>///' end of run without any query block", r.line_no)
+            run.complete = True
+            continue
+        if line.startswith(b"# ") and (run.complete or run.queries == 0):
+            if run.queries or run.complete:
+                run = _Run(run.index + 1)
+            run.command = _decode(line[2:].strip(), "command line", source, r.line_no, warn)
+            run.unterminated = _UNTERMINATED.search(run.command) is not None
+            prog = run.command.split(None, 1)[0] if run.command else ""
+            run.program = prog.rsplit("/", 1)[-1] or None
+            continue
+        if line.startswith(b"# "):
+            raise r.error("a new run starts before the previous one ended with '>>>///' (truncated output?)", r.line_no)
+        if line.startswith(b" version ") and run.version is None:
+            run.version = _decode(line[9:].strip(), "version", source, r.line_no, warn) or None
+            continue
+        if line.startswith(b">"):
+            if query_index == 0 and not line.startswith(b">>"):
+                raise r.error(
+                    "a FASTA sequence header where a -m 10 report was expected (plain FASTA file?)", r.line_no
+                )
+            raise r.error(f"unexpected line outside a query block: {line[:60]!r}", r.line_no)
+        if line.startswith(b";"):
+            raise r.error(f"'; key: value' line outside a query block: {line[:60]!r}", r.line_no)
+        if line.count(b"\t") >= 5 and query_index == 0:
+            raise r.error("tab-separated columns: this looks like BLAST/FASTA tabular output, not -m 10", r.line_no)
+        preamble += 1
+        if preamble > MAX_PREAMBLE:
+            raise r.error(f"no query block ('  N>>>' line) within {MAX_PREAMBLE} lines", r.line_no)
+    if query_index == 0:
+        if first_content is None:
+            raise r.error("empty input: no -m 10 report", max(r.line_no, 1))
+        raise r.error("no query block ('  N>>>ID ... - LEN aa' line) found: not a FASTA -m 10 report", max(r.line_no, 1))
+    if not run.complete:
+        raise r.error(
+            f"input ends after query {query_index} without the '>>>///' end-of-run line (truncated output?)",
+            max(r.line_no, 1),
+        )
+
+
+def _types(program: str | None, unit: bytes) -> tuple[str, str]:
+    """(query type, library type) from the program and the query line's unit."""
+    base = _base(program)
+    if base in _TRANSLATED:
+        return _TRANSLATED[base]
+    t = "dna" if unit == b"nt" else "protein"
+    return t, t
+
+
+def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn,
+                 dicts: bool = False, fast: bool = True) -> Query | dict:
+    """The query block that starts at the ``  N>>>`` line matched by ``m``: a Query,
+    or with ``dicts`` its ``to_dict()``; ``fast=False`` sends every alignment to the
+    checking path."""
+    q, nameless = _new_query(r, m, run, query_index, warn)
+    unit = m.group(4)
+    table, ended = _read_header(r, q, run, nameless, warn)
+    if ended:  # a query without alignments
+        _finish(r, q, unit, table, [], warn)
+        return q.to_dict() if dicts else q
+    _read_params(r, q, run, warn)
+
+    # ---- hit blocks
+    qtype, ltype = _types(q.program, unit)
+    hits: list[Hit] = []
+    ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
+    # with dicts, the hits are built as dicts when _table_hits will not change them (it
+    # adds E2() and the -m 9 columns to aligned hits; tables without those only add
+    # table-only hits)
+    hit_dicts = dicts and (table is None or _table_keeps_hits(table))
+    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
+                      hit_dicts, run.unterminated)  # fmt: skip
+    _read_hits(r, q, run, ctx, hits, ids, fast, warn)
+    _finish(r, q, unit, table, hits, warn, ids, hit_dicts)
+    if hit_dicts:
+        q.hits = []
+        d = q.to_dict()
+        d["hits"] = hits
+        return d
+    return q.to_dict() if dicts else q
+
+
+def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
+    """The Query of the ``  N>>>`` line matched by ``m`` (the line just read), with what
+    the run's header says, and whether the query has no name."""
+    qline = r.line_no
+    text = _decode(m.group(2), "query description", r.source, qline, warn)
+    # a FASTA header with a space after ">" has no name for FASTA: its summary line
+    # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
+    # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
+    nameless = not text or text[0].isspace()
+    parts = text.split(None, 1) or [""]
+    q = Query(
+        query_id=parts[0],
+        query_index=query_index,
+        query_description=(parts[1].strip() or None) if len(parts) > 1 else None,
+        query_length=int(m.group(3)),
+        program=run.program,
+        version=run.version,
+        command=run.command,
+        run_index=run.index,
+        run_query_number=int(m.group(1)),
+    )
+    note = m.group(5)
+    if note is not None:
+        q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
+        if q.searched_strand is None:
+            raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
+    return q, nameless
+
+
+def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple[tuple | None, bool]:
+    """The header of query ``q``: library, statistics, best-scores table, up to its
+    summary line (``>>>ID, LEN aa vs LIB library``).  Returns the table (columns, -m 9
+    columns or None, rows, line of the first row, any ``+-`` row) or None, and True
+    if the query ended there, without alignments (``>>><<<``; in a run without it the
+    next query's line or the end of the run, left unread)."""
+    source = r.source
+    table: tuple | None = None
+    while True:
+        line = r.readline()
+        if line is None:
+            raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
+        if line.startswith(b">>><<<"):
+            return table, True
+        if _ends_unterminated(run, line):
+            r.unread()  # the next query's line, or the end of the run
+            return table, True
+        if line.startswith(b">>>///"):
+            raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
+        if line.startswith(b">>>"):
+            sm = _QSUMMARY.match(line)
+            if sm is None:
+                raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
+            sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
+            if sid != q.query_id and sid != q.query_id + "-" and not (nameless and sid in ("", "-")):
+                # "ID-": -i (reverse complement); "": a query without a name (see _new_query)
+                raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
+            if q.library is None:
+                q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
+            return table, False
+        if _QSTART.match(line):
+            raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
+        if line.startswith(b">") or line.startswith(b";"):
+            raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
+        if line.startswith(b"The best scores are:"):
+            # "-m 10 -m 9c" (9, 9C, 9B): more columns after a tab
+            head, tab, head9 = line[20:].decode("latin-1").partition("\t")
+            cols = head.split()
+            if not cols:
+                raise r.error("best-scores table without column names", r.line_no)
+            table = (cols, head9.split() if tab else None, *r.read_rows())
+        elif line.startswith(b"Library:"):
+            lib = line[8:].strip()
+            rm = _RESIDUES.search(lib)
+            if rm:
+                lib = lib[: rm.start()].strip()
+                q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
+            rg = _LIB_RANGE.search(lib)
+            if rg:
+                q.library_range = rg.group(1).decode("latin-1").strip() or None
+                lib = lib[: rg.start()]
+            q.library = _decode(lib, "library name", source, r.line_no, warn) or None
+        elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
+            q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
+        elif line.startswith(b"Statistics:"):
+            q.statistics = _decode(line[11:].strip(), "statistics", source, r.line_no, warn) or None
+        elif line.startswith(b"Algorithm:"):
+            q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
+
+
+def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
+    """The ``; pg_*``/``; mp_*`` lines after the summary line: ``q.params``, and the
+    program and version they name (and, from ``pg_argv``, whether the run ends its
+    queries without ``>>><<<``)."""
+    params: dict | None = None
+    while r.peek(1) == b";":
+        line = r.readline()
+        km = _KV.match(line)
+        if km is None:
+            raise r.error(f"malformed '; key: value' line: {line[:60]!r}", r.line_no)
+        key = km.group(1).decode("latin-1")
+        value = _decode(km.group(2), key, r.source, r.line_no, warn)
+        if params is None:
+            params = {}
+        if key == "pg_argv" and "; pg_name_alg: " in value:
+            value, alg = value.split("; pg_name_alg: ", 1)
+            params["pg_name_alg"] = _typed(alg)
+        params[key] = _typed(value)
+    q.params = params
+    if params:
+        if isinstance(params.get("pg_name"), str):
+            q.program = params["pg_name"]
+        if "pg_ver" in params:
+            q.version = str(params["pg_ver"])
+        argv = params.get("pg_argv")
+        if not run.unterminated and isinstance(argv, str) and _UNTERMINATED.search(argv):
+            run.unterminated = True  # the same signal when the "# command" line is missing
+
+
+def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, ids: list[bytes], fast: bool,
+               warn) -> None:
+    """The hit blocks of query ``q``, up to its end (``>>><<<``; in a run without it
+    the next query's line or the end of the run, left unread): each hit in the usual
+    layout to the fast path (unless not ``fast``), any other to the checking path;
+    appended to ``hits`` (dicts if ``ctx.dicts``), their ids as bytes to ``ids``."""
+    source = r.source
+    hit_dicts = ctx.dicts
+    slow_next = False  # the hit at r.pos goes to the checking path
+    lookahead = r.lookahead
+    while True:
+        buf, pos = r.buf, r.pos
+        if len(buf) - pos < lookahead and not r.eof:
+            r.fill()
+            buf, pos = r.buf, r.pos
+        if buf.startswith(b">>", pos) and not buf.startswith(b">>>", pos):
+            # fast path: hits in the usual layout, parsed in the read buffer while
+            # lookahead bytes remain after them (at least one, if it ends in the buffer)
+            if fast and not slow_next:
+                n = len(hits)
+                end, slow_next, n_lines = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - lookahead, ctx, hits, ids)
+                if end > pos and buf.find(b"\r", pos, end) >= 0:
+                    # the checking path reads CRLF line ends (and stray CRs) its own way
+                    del hits[n:], ids[n:]
+                    end, slow_next = pos, True
+                if end > pos:
+                    r.line_no += n_lines
+                    r.pos = end
+                    continue
+            slow_next = False
+            block, first = r.read_block(run.unterminated)
+            hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
+            hits.append(hit.to_dict() if hit_dicts else hit)
+            ids.append(hit.hit_id.encode("utf-8", "replace"))
+            continue
+        line = r.readline()
+        if line is None:
+            raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
+        if line.startswith(b">>><<<"):
+            return
+        if not line.strip():
+            continue
+        if _ends_unterminated(run, line):
+            r.unread()  # the next query's line, or the end of the run
+            return
+        raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
+
+
+def _ends_unterminated(run: _Run, line: bytes) -> bool:
+    """True if ``line`` ends a query of a run without ``>>><<<`` (-m F10, -m 9i): it is
+    the next query's line or the end of the run."""
+    return run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line) is not None)
+
+
+def _base(program: str | None) -> str:
+    """"ssearch36" -> "ssearch", "/usr/bin/tfastx36_t" -> "tfastx"."""
+    base = (program or "").rsplit("/", 1)[-1].lower()
+    return re.sub(r"(36|35|34)?(_t)?$", "", base)
+
+
+# which side of a translated search is shown translated (its coordinates are in nt)
+_TRANSLATED_SIDE = {
+    "fastx": "q",
+    "fasty": "q",
+    "tfastx": "h",
+    "tfasty": "h",
+    "tfasts": "h",
+    "tfastf": "h",
+    "tfastm": "h",
+}
+
+
+def _finish(r, q: Query, unit: bytes, table: tuple | None, hits: list, warn, ids=(), dicts: bool = False) -> None:
+    """Complete ``q``: its types and its hits: the aligned ``hits`` (whose ids as bytes
+    are ``ids``; dicts with ``dicts``) with the best-scores ``table`` (columns, ``-m 9``
+    columns or None, rows, line number of the first row, whether a row starts with
+    ``+-``), see _table_hits."""
+    q.query_type, q.library_type = _types(q.program, unit)
+    if table is not None and table[2]:
+        _table_hits(r, q, table, hits, ids, warn, dicts)
+    q.hits = hits  # ranks: aligned hits get theirs when parsed
