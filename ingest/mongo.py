@@ -136,9 +136,8 @@ def _close_shared() -> None:
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
     """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
     try:
-        probe = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms,
-                                    appname=APP_NAME)
-    except (PyMongoError, ValueError):
+        probe = client(uri, timeout_ms=timeout_ms, max_pool_size=1)
+    except ConfigError:
         return None
     try:
         return probe.admin.command("hello")

@@ -124,4 +124,5 @@ def test_only_the_boundary_builds_clients_and_catches_driver_errors():
                  for p in SOURCES if p != REPO / "ingest" / "mongo.py"
                  for what, line in _calls_and_handlers(p)]
     assert offenders == []
-    assert any(what == "constructs MongoClient" for what, _ in _calls_and_handlers(REPO / "ingest" / "mongo.py"))
+    sites = [line for what, line in _calls_and_handlers(REPO / "ingest" / "mongo.py") if what == "constructs MongoClient"]
+    assert len(sites) == 1, f"ingest/mongo.py builds clients at lines {sites}: one place, client()"
