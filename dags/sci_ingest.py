@@ -1,7 +1,7 @@
 """sci_ingest: load -> analyze -> validate, once a day.
 
 A thin Airflow 3 DAG over ``ingest.pipeline``: each task calls one pipeline
-function with the Airflow ``run_id`` (so every stage of one DAG run shares the
+function with the Airflow ``run_id`` (so every step of one DAG run shares the
 same ingest run id, and a retried task reuses it).  The DAG file itself only
 declares: the pipeline, pymongo, Dask, pandas and Great Expectations are
 imported inside the task functions, at run time, never at parse time.
@@ -77,7 +77,7 @@ def sci_ingest():
 
     @task(task_id="analyze", multiple_outputs=False)
     def analyze() -> dict:
-        """Run the Dask analysis stages over what this run loaded."""
+        """Run the analyses (Dask, reading MongoDB in partitions) over what is loaded."""
         from ingest.airflow_support import resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
