@@ -1,10 +1,11 @@
-"""The Dask cluster the analyses (and, later, loading) run on.
+"""The Dask cluster that loading and the analyses run on.
 
 :func:`dask_client` connects to a scheduler (``--scheduler`` /
 ``DASK_SCHEDULER_ADDRESS``: the same command then spreads over many machines)
-or starts a private ``LocalCluster``; :func:`warm_up` imports the readers and
-the analyses on every worker once, so the first analysis's timing measures the
-analysis and not the workers' imports.  Nothing here knows any analysis.
+or starts a private ``LocalCluster``; :func:`warm_up` imports what a step's
+tasks need on every worker once (the loader and parsers for ``load``; the
+readers and the analyses for ``analyze``), so a step's timing measures the step
+and not the workers' imports.  Nothing here knows any analysis.
 """
 
 from __future__ import annotations
@@ -13,23 +14,23 @@ import logging
 from contextlib import contextmanager
 from typing import Iterator
 
+from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["dask_client", "warm_up", "LOCAL_WORKERS"]
-
-#: Worker processes of the private LocalCluster (single-threaded each).
-LOCAL_WORKERS = 2
+__all__ = ["dask_client", "warm_up"]
 
 
 @contextmanager
-def dask_client(scheduler_address: str | None = None) -> Iterator["distributed.Client"]:  # noqa: F821
+def dask_client(scheduler_address: str | None = None,
+                n_workers: int | None = None) -> Iterator["distributed.Client"]:  # noqa: F821
     """A Dask client for the duration of the block, closed at exit.
 
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),
     connect to that scheduler; its workers must be able to import sci-ingest.
-    Otherwise start a private ``LocalCluster`` of :data:`LOCAL_WORKERS`
-    single-threaded worker processes, without dashboard and with quiet logs,
-    and shut it down at exit.  The client is not made the global default.
+    Otherwise start a private ``LocalCluster`` of ``n_workers`` (default:
+    the cores, :func:`ingest.config.default_workers`) single-threaded worker processes, without dashboard
+    and with quiet logs, and shut it down at exit.  The client is not made the
+    global default.
     """
     from dask.distributed import Client, LocalCluster
 
@@ -46,7 +47,7 @@ def dask_client(scheduler_address: str | None = None) -> Iterator["distributed.C
 
     try:
         cluster = LocalCluster(
-            n_workers=LOCAL_WORKERS,
+            n_workers=n_workers or default_workers(),
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
@@ -64,13 +65,22 @@ def dask_client(scheduler_address: str | None = None) -> Iterator["distributed.C
         cluster.close()
 
 
-def warm_up(client) -> int:
-    """Import the partition readers and every analysis on every worker; returns the worker count."""
-    replies = client.run(_import_worker_modules)
+def warm_up(client, purpose: str = "analyze") -> int:
+    """Import what ``purpose`` ("load" or "analyze") needs on every worker; returns the worker count."""
+    replies = client.run(_import_for_load if purpose == "load" else _import_for_analyses)
     return len(replies)
 
 
-def _import_worker_modules() -> bool:
+def _import_for_load() -> bool:
+    import ingest.documents  # noqa: F401
+    import ingest.load.run  # noqa: F401
+    import ingest.parsers.materials  # noqa: F401
+    import ingest.parsers.pasta  # noqa: F401
+
+    return True
+
+
+def _import_for_analyses() -> bool:
     import analytics.partitions  # noqa: F401  (pandas, pyarrow, pymongo)
     from analytics.registry import all_analyses
 

@@ -10,7 +10,7 @@ start)::
         for query in ingest.parse_search(fh, "run1.m10.gz"):
             ...
 
-Everything else (``ingest.loader``, ``ingest.mongo``, ...) is importable too,
+Everything else (``ingest.load``, ``ingest.mongo``, ...) is importable too,
 but only the names in ``__all__`` are promised to stay.
 """
 
@@ -28,8 +28,10 @@ _EXPORTS = {
     "STEPS": "ingest.pipeline:STEPS",
     "Settings": "ingest.config:Settings",
     # loading
-    "Loader": "ingest.loader:Loader",
-    "LoadSummary": "ingest.loader:LoadSummary",
+    "load_paths": "ingest.load:load_paths",
+    "LoadOptions": "ingest.load:LoadOptions",
+    "LoadSummary": "ingest.load:LoadSummary",
+    "LoadInterrupted": "ingest.load:LoadInterrupted",
     "detect_format": "ingest.parsers:detect",
     "get_format": "ingest.parsers:get",
     "open_input": "ingest.fileio:open_binary",
@@ -64,7 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         AnalysisError, ConfigError, DatabaseError, InputError, ParseError, SciIngestError, ServerError,
         UnknownFormat, UnsupportedFeature, ValidationFailed,
     )
-    from ingest.loader import Loader, LoadSummary  # noqa: F401
+    from ingest.load import LoadInterrupted, LoadOptions, LoadSummary, load_paths  # noqa: F401
     from ingest.model import Hit, Hsp, Query  # noqa: F401
     from ingest.pipeline import STEPS, RunReport, run  # noqa: F401
 

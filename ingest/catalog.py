@@ -15,14 +15,23 @@ collection                one document per
 ``ingest_files``          input file: the ledger (``ingest.ledger``)
 ``stage_timings``         timed stage of a run (``ingest.timing``)
 ``validation_runs``       expectation suite of a run (``analytics.validation``)
+``ingest_claims``         content (sha256) being written by one loader (``ingest.load.claims``)
 ========================  ==============================================================
+
+Indexes come in two kinds.  :data:`LOAD_INDEXES` are what the loader itself
+needs while it writes (rolling a file's documents back by content, the ledger)
+and exist before any load.  :data:`QUERY_INDEXES` serve analysts and analyses;
+every index slows inserts (on the embedded server the five secondary indexes of
+``hits`` made its inserts 4x slower), so a bulk load builds them after it has
+written (see ``ingest.load.indexes`` for the rule), and a small incremental load
+keeps them.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION",
-    "DATA_COLLECTIONS", "INDEXES", "SHARD_KEYS",
+    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS",
+    "DATA_COLLECTIONS", "LOAD_INDEXES", "QUERY_INDEXES", "INDEXES", "SHARD_KEYS",
 ]
 
 SEARCHES = "searches"
@@ -32,20 +41,35 @@ TASKS = "tasks"
 LEDGER = "ingest_files"
 TIMINGS = "stage_timings"
 VALIDATION = "validation_runs"
+CLAIMS = "ingest_claims"
 
 #: The collections that hold loaded input (the rest is bookkeeping and outputs).
 DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
 
-#: Secondary indexes analysts and the pipeline rely on (created idempotently).
-INDEXES: dict[str, list[list[tuple[str, int]]]] = {
-    SEARCHES: [[("query_id", 1)], [("source.sha256", 1)], [("source.path", 1)]],
-    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)], [("source.sha256", 1)],
-           [("source.path", 1)]],
-    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
-    TASKS: [[("material_id", 1)]],
+Index = list[tuple[str, int]]
+
+#: What the loader needs while it writes: documents by content (rollback, old versions).
+LOAD_INDEXES: dict[str, list[Index]] = {
+    SEARCHES: [[("source.sha256", 1)]],
+    HITS: [[("source.sha256", 1)]],
+    MATERIALS: [[("_source.sha256", 1)]],
+    TASKS: [[("_source.sha256", 1)]],
     LEDGER: [[("sha256", 1)], [("status", 1)]],
     TIMINGS: [[("run_id", 1), ("stage", 1)]],
     VALIDATION: [[("run_id", 1)]],
+}
+
+#: What analysts' questions and the analyses need (built after a bulk load).
+QUERY_INDEXES: dict[str, list[Index]] = {
+    SEARCHES: [[("query_id", 1)], [("source.path", 1)]],
+    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)], [("source.path", 1)]],
+    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
+    TASKS: [[("material_id", 1)]],
+}
+
+#: Every secondary index, by collection.
+INDEXES: dict[str, list[Index]] = {
+    coll: LOAD_INDEXES.get(coll, []) + QUERY_INDEXES.get(coll, []) for coll in {**LOAD_INDEXES, **QUERY_INDEXES}
 }
 
 #: Hashed shard keys for a sharded cluster: searches and their hits spread evenly,

@@ -45,11 +45,30 @@ def _print_report(report, as_json: bool) -> int:
     return report.exit_code
 
 
+def _load_options(args, settings):
+    """The load's options from the command line (None for commands that do not load)."""
+    if not hasattr(args, "workers"):
+        return None
+    from ingest.config import default_workers
+    from ingest.load import LoadOptions
+    from ingest.mongo import parse_write_concern
+
+    if args.workers is not None and args.workers < 1:
+        from ingest.errors import ConfigError
+
+        raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+    return LoadOptions(
+        workers=args.workers or default_workers(), force=args.force, dry_run=args.dry_run,
+        write_concern=parse_write_concern(args.write_concern) if args.write_concern else None,
+        retry_s=args.retry_for, keep_indexes=args.keep_indexes, progress=settings.progress)
+
+
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
     from ingest.pipeline import run
 
-    report = run(_settings(args), getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
-                 force=getattr(args, "force", False))
+    settings = _settings(args)
+    report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
+                 load_options=_load_options(args, settings))
     return _print_report(report, args.json)
 
 
@@ -89,8 +108,8 @@ def cmd_validate(args) -> int:
 def cmd_timings(args) -> int:
     from ingest.catalog import TIMINGS
     from ingest.mongo import db_errors
-    from ingest.pipeline import database
-    from ingest.report import dumps, timing_table
+    from ingest.connection import database
+    from ingest.report import dumps, timing_table, worker_table
 
     with database(_settings(args)) as conn, db_errors("reading the timings"):
         coll = conn.db[TIMINGS]
@@ -102,15 +121,36 @@ def cmd_timings(args) -> int:
                 return 1
             run_id = last["run_id"]
         query = {"run_id": run_id}
-        if not args.files:
+        if args.workers:
+            query.update(stage="load", file={"$exists": True})
+        elif not args.files:
             query["file"] = {"$exists": False}
         rows = list(coll.find(query, {"_id": 0}).sort("started", 1))
+    if args.workers:
+        rows = worker_rows(rows)
     if args.json:
-        print(dumps({"run_id": run_id, "stages": rows}))
+        print(dumps({"run_id": run_id, "workers" if args.workers else "stages": rows}))
     else:
         print(f"run {run_id}")
-        print(timing_table(rows, with_file=args.files))
+        print(worker_table(rows) if args.workers else timing_table(rows, with_file=args.files))
     return 0 if rows else 1
+
+
+def worker_rows(file_rows: list[dict]) -> list[dict]:
+    """The load's per-file rows summed per worker: files, documents, bytes, seconds, rates."""
+    by_worker: dict[str, dict] = {}
+    for row in file_rows:
+        w = by_worker.setdefault(row.get("worker") or "-", {"worker": row.get("worker") or "-", "files": 0,
+                                                            "records_in": 0, "records_out": 0, "bytes": 0,
+                                                            "seconds": 0.0})
+        w["files"] += 1
+        for key in ("records_in", "records_out", "bytes", "seconds"):
+            w[key] += row.get(key) or 0
+    for w in by_worker.values():
+        w["records_per_s"] = round(w["records_out"] / w["seconds"], 1) if w["seconds"] else None
+        w["mb_per_s"] = round(w["bytes"] / 1e6 / w["seconds"], 2) if w["seconds"] else None
+        w["seconds"] = round(w["seconds"], 3)
+    return sorted(by_worker.values(), key=lambda w: w["worker"])
 
 
 def cmd_server(args) -> int:
@@ -177,14 +217,30 @@ def cmd_parse(args) -> int:
 
 
 def cmd_shard(args) -> int:
+    from ingest.connection import database
     from ingest.mongo import shard_collections
-    from ingest.pipeline import database
 
     with database(_settings(args)) as conn:
         done = shard_collections(conn.client, args.db or conn.db.name)
     for coll, key in done.items():
         print(f"sharded {coll} on {key}")
     return 0
+
+
+def add_load_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes loading files (default: the machine's cores; 1: in this process)")
+    p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
+    p.add_argument("--write-concern", metavar="SPEC",
+                   help="w=1|majority|N, j=true|false, wtimeout=MS, comma-separated (default: the URI's, "
+                        "else the server's); w=0 is refused")
+    p.add_argument("--retry-for", type=float, default=60.0, metavar="SECONDS",
+                   help="retry each operation through network errors, restarts and elections for this "
+                        "long (default 60; 0: no retries)")
+    p.add_argument("--keep-indexes", action="store_true",
+                   help="keep the query indexes up during a bulk load instead of building them after it")
+    p.add_argument("--dry-run", action="store_true", help="read, parse and build every document, write nothing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,16 +264,20 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
-            "examples:\n  sci-ingest run\n  sci-ingest run data/searches/ data/materials.jsonl.gz --json\n")
+            "examples:\n  sci-ingest run\n  sci-ingest run data/searches/ data/materials.jsonl.gz --json\n"
+            "  sci-ingest run --workers 8 --write-concern w=majority,j=true /data/ssearch/\n")
     p.add_argument("paths", nargs="*", help="files or directories (default: the bundled samples)")
-    p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
-    p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
+    add_load_options(p)
 
-    p = add("load", cmd_load, "load files into MongoDB (formats detected per file)",
+    p = add("load", cmd_load, "load files into MongoDB (formats detected per file), in parallel",
             "examples:\n  sci-ingest load results/           every .m10[.gz] / .json[l][.gz] below\n"
-            "  sci-ingest load a.m10 b.m10.gz materials.jsonl --force\n")
+            "  sci-ingest load a.m10 b.m10.gz materials.jsonl --force\n"
+            "  sci-ingest load --workers 16 --scheduler tcp://sched:8786 /data/ssearch/   a backfill on a cluster\n"
+            "  sci-ingest load --dry-run --workers 2 results/    everything but the writes\n"
+            "\nInterrupted (Ctrl-C, a crash, a server restart)? Run the same command again: finished files\n"
+            "are skipped, half-written ones are rolled back and loaded again, nothing is doubled.\n")
     p.add_argument("paths", nargs="+", help="files or directories")
-    p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
+    add_load_options(p)
 
     p = add("analyze", cmd_analyze, "run the analyses on what is loaded (Dask, reading MongoDB in partitions)",
             "examples:\n  sci-ingest analyze                     every analysis\n"
@@ -236,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run id (default: the most recent run)")
     p.add_argument("--last", action="store_true", help="the most recent run (the default)")
     p.add_argument("--files", action="store_true", help="one row per file and stage")
+    p.add_argument("--workers", action="store_true", help="the load's files, documents and time per worker")
 
     p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
             "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n",

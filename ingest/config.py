@@ -17,6 +17,13 @@ SAMPLES_DIR = PROJECT_ROOT / "samples"
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 
 
+def default_workers() -> int:
+    """Worker processes by default (loading, a private Dask cluster): the cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 def _state_dir() -> Path:
     return Path(os.environ.get("SCI_INGEST_HOME", PROJECT_ROOT / ".sci-ingest"))
 

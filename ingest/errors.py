@@ -8,6 +8,7 @@ Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
     ├── ConfigError            bad or missing configuration (URI, paths, options)
     ├── ServerError            the embedded server could not start / stop / answer
     ├── DatabaseError          a MongoDB operation failed (wraps pymongo errors)
+    │   ├── ServerUnavailable  the server could not be reached (after the retries allowed)
     │   └── UnsupportedFeature the server lacks a feature (hashed index, sharding)
     ├── InputError             an input file could not be read or understood
     │   ├── UnknownFormat      no registered format recognises the file
@@ -33,6 +34,10 @@ class ServerError(SciIngestError):
 
 class DatabaseError(SciIngestError):
     """A MongoDB operation failed."""
+
+
+class ServerUnavailable(DatabaseError):
+    """The server could not be reached (within the retry budget, where there is one)."""
 
 
 class UnsupportedFeature(DatabaseError):

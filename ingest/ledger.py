@@ -1,15 +1,26 @@
-"""The ingestion ledger: one ``ingest_files`` document per input file.
+"""The ingestion ledger: one ``ingest_files`` document per input file, and what its content is.
 
-Fields: ``_id`` (the resolved path), path, sha256, size, mtime, format, status
-(``loading`` while being written, then ``loaded`` | ``failed``; a run that finds
-a file unchanged reports it ``skipped`` without touching the entry), records
-(counts by kind), inserted, existing, updated, error, errors (a sample of
-every bad record: line and reason), seconds (parse / load / total), run_id,
-finished (UTC).
+Fields of an entry (``_id`` = the resolved path):
+
+* ``status``: ``loading`` while a loader holds it, then ``loaded`` | ``failed``;
+* ``sha256``, ``size``, ``mtime``, ``format``, ``records`` (counts by kind): the
+  version of the file whose documents are in the database (a ``failed`` entry
+  keeps the last loaded version's, if there was one; ``failed_sha256`` is the
+  content that failed);
+* ``pending`` {sha256, size, mtime, format}: the version being written (partial
+  until the entry says ``loaded``);
+* ``drop``: contents this path no longer stands for (an old version, an
+  abandoned attempt); their documents are deleted unless another loaded path
+  has the same content;
+* ``owner`` {id, run_id, host, pid, started} and ``lease_until``: the loader
+  holding the file (``ingest.load.claims``);
+* ``duplicate_of``: the path whose identical content is already loaded;
+* inserted, existing, updated, error, errors (a sample of every bad record:
+  line and reason), warnings, seconds (parse / load / total), run_id, finished
+  (UTC).
 
 A file whose size and mtime match a ``loaded`` entry is skipped without being
-read; otherwise its sha256 decides.  A ``loading`` entry left by a crashed run
-means that file's documents may be partial: the next load cleans them up first.
+read; otherwise its sha256 decides.
 """
 
 from __future__ import annotations
@@ -18,7 +29,11 @@ import hashlib
 from pathlib import Path
 
 from ingest.catalog import LEDGER
-from ingest.mongo import db_errors
+from ingest.mongo import Retry
+
+#: Fields the planner reads to decide, per file, whether it must be loaded.
+PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
+_LOOKUP_CHUNK = 1000
 
 
 def file_key(path: Path) -> str:
@@ -34,22 +49,53 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
 
 
 class Ledger:
-    def __init__(self, db):
-        self.coll = db[LEDGER]
+    """Reads and writes of ``ingest_files``, each through the retry policy."""
 
-    def get(self, path: Path) -> dict | None:
-        with db_errors("reading the ledger"):
-            return self.coll.find_one({"_id": file_key(path)})
+    def __init__(self, db, retry: Retry | None = None):
+        self.coll = db[LEDGER]
+        self.retry = retry or Retry(0)
+
+    def get(self, key: str) -> dict | None:
+        return self.retry("reading the ledger", self.coll.find_one, {"_id": key})
+
+    def lookup(self, keys: list[str], fields: dict | None = None) -> dict[str, dict]:
+        """The entries of many paths, in few round trips: {path: entry}."""
+        found: dict[str, dict] = {}
+        for start in range(0, len(keys), _LOOKUP_CHUNK):
+            chunk = keys[start:start + _LOOKUP_CHUNK]
+            docs = self.retry("reading the ledger", lambda: list(
+                self.coll.find({"_id": {"$in": chunk}}, fields or PLAN_FIELDS)))
+            found.update((d["_id"], d) for d in docs)
+        return found
 
     def loaded_with_sha(self, sha256: str, exclude: str | None = None) -> dict | None:
-        """Another file already loaded with this content, if any."""
-        query = {"sha256": sha256, "status": "loaded"}
+        """Another path already loaded with this content, if any (its records too)."""
+        query: dict = {"sha256": sha256, "status": "loaded"}
         if exclude:
             query["_id"] = {"$ne": exclude}
-        with db_errors("reading the ledger"):
-            return self.coll.find_one(query, {"_id": 1})
+        return self.retry("reading the ledger", self.coll.find_one, query,
+                          {"_id": 1, "records": 1, "format": 1})
 
-    def put(self, path: Path, **fields) -> None:
-        key = file_key(path)
-        with db_errors(f"writing the ledger entry of {path}"):
-            self.coll.update_one({"_id": key}, {"$set": {"path": key, **fields}}, upsert=True)
+    def held(self, query: dict) -> list[dict]:
+        """Entries being loaded (``status: loading``) that also match ``query``."""
+        return self.retry("reading the ledger", lambda: list(self.coll.find({"status": "loading", **query})))
+
+    def update(self, key: str, owner_id: str | None, set_fields: dict | None = None,
+               unset: tuple[str, ...] = (), push_drop: list[str] | None = None) -> bool:
+        """Update the entry of ``key`` if ``owner_id`` still holds it (any entry when None)."""
+        query: dict = {"_id": key}
+        if owner_id is not None:
+            query["owner.id"] = owner_id
+        change: dict = {}
+        if set_fields:
+            change["$set"] = set_fields
+        if unset:
+            change["$unset"] = {name: "" for name in unset}
+        if push_drop:
+            change["$addToSet"] = {"drop": {"$each": push_drop}}
+        result = self.retry(f"writing the ledger entry of {key}", self.coll.update_one, query, change)
+        return result.matched_count == 1
+
+    def pull_drop(self, key: str, sha256: str) -> None:
+        self.retry(f"writing the ledger entry of {key}", self.coll.update_one,
+                   {"_id": key}, {"$pull": {"drop": sha256}})

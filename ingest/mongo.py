@@ -15,6 +15,10 @@ touches pymongo's client class and its exceptions:
   an operation failed), :class:`~ingest.errors.UnsupportedFeature` (the server
   refuses a feature it lacks) and :class:`~ingest.errors.ConfigError` (a bad
   URI), always ``raise ... from exc`` and with one readable line.
+* :class:`Retry` retries an operation through transient failures (network
+  errors, a restarting server, elections, timeouts) with exponential backoff
+  and jitter (tenacity) within a time budget, and counts the retries;
+  :func:`is_transient` says which errors those are.
 * :func:`insert_new` and :func:`replace_documents` are the two bulk writes the
   loader needs, with duplicate keys reported rather than raised.
 * :func:`describe`, :func:`ensure_indexes`, :func:`ensure_hashed_indexes` and
@@ -36,17 +40,19 @@ from pymongo.errors import (
     BulkWriteError,
     ConfigurationError,
     ConnectionFailure,
+    DuplicateKeyError,
     OperationFailure,
     PyMongoError,
 )
 
 from ingest.catalog import INDEXES, SHARD_KEYS
-from ingest.errors import ConfigError, DatabaseError, UnsupportedFeature
+from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, UnsupportedFeature
 
 __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes", "shard_collections",
-    "insert_new", "replace_documents", "DUPLICATE_KEY",
+    "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
+    "parse_write_concern", "drop_indexes", "claim",
 ]
 
 APP_NAME = "sci-ingest"
@@ -187,7 +193,7 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
         raise ConfigError(f"{what}: {exc}") from exc
     except ConnectionFailure as exc:
         where = f" at {redact(uri)}" if uri else ""
-        raise DatabaseError(f"{what}: cannot reach MongoDB{where}: {_reason(exc)}") from exc
+        raise ServerUnavailable(f"{what}: cannot reach MongoDB{where}: {_reason(exc)}") from exc
     except OperationFailure as exc:
         if exc.code in _UNSUPPORTED_CODES or (feature and exc.code == _CANNOT_CREATE_INDEX):
             about = f" {feature}" if feature else ""
@@ -197,26 +203,147 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
         raise DatabaseError(f"{what}: {_reason(exc)}") from exc
 
 
+# ------------------------------------------------------------------ retries
+# Server error codes that go away by themselves: the server is shutting down or
+# restarting, a primary stepped down (an election), the network failed.
+_TRANSIENT_CODES = {
+    6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,  # HostUnreachable ... NotPrimaryOrSecondary
+    64, 50,  # WriteConcernFailed (wtimeout), MaxTimeMSExpired
+}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away on its own (retry it), as opposed to a real refusal."""
+    if isinstance(exc, ConnectionFailure):  # network errors, timeouts, server selection, not-primary
+        return True
+    if isinstance(exc, PyMongoError) and (exc.has_error_label("RetryableWriteError")
+                                           or exc.has_error_label("TransientTransactionError")):
+        return True
+    if isinstance(exc, BulkWriteError):
+        errors = exc.details.get("writeErrors") or []
+        concern = exc.details.get("writeConcernErrors") or []
+        codes = {e.get("code") for e in errors + concern}
+        return bool(codes) and codes <= _TRANSIENT_CODES | {DUPLICATE_KEY} and bool(codes - {DUPLICATE_KEY})
+    if isinstance(exc, OperationFailure):
+        return exc.code in _TRANSIENT_CODES
+    return False
+
+
+class Retry:
+    """Run MongoDB operations through transient failures, within ``budget_s`` seconds each.
+
+    Waits grow exponentially with random jitter (tenacity's
+    ``wait_random_exponential``), capped at ``max_wait_s``; :attr:`retries`
+    counts every retry.  Past the budget the last error is mapped as
+    :func:`db_errors` maps it (:class:`ServerUnavailable` when the server could
+    not be reached).  A budget of 0 disables retrying.
+    """
+
+    def __init__(self, budget_s: float = 60.0, *, max_wait_s: float = 5.0, uri: str | None = None):
+        self.budget_s = budget_s
+        self.max_wait_s = max_wait_s
+        self.uri = uri
+        self.retries = 0
+
+    def _count(self, state) -> None:
+        self.retries += 1
+
+    def __call__(self, what: str, fn, *args, **kwargs):
+        import tenacity
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_delay(self.budget_s),
+            wait=tenacity.wait_random_exponential(multiplier=0.2, max=self.max_wait_s),
+            retry=tenacity.retry_if_exception(is_transient),
+            before_sleep=self._count,
+            reraise=True,
+        )
+        with db_errors(what, uri=self.uri):
+            return retrying(fn, *args, **kwargs)
+
+
+# ------------------------------------------------------------------ write concern
+def parse_write_concern(spec: str) -> dict:
+    """``"w=majority,j=true,wtimeout=5000"`` (or ``"majority"``, ``"2"``) -> write concern options.
+
+    Raises ConfigError on anything else, naming what is accepted.
+    """
+    options: dict = {}
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep:
+            key, value = "w", part
+        key = key.strip().lower()
+        value = value.strip()
+        if key == "w":
+            options["w"] = int(value) if value.isdigit() else value
+        elif key in ("j", "journal"):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ConfigError(f"write concern: j must be true or false, not {value!r}")
+            options["j"] = value.lower() in ("true", "1")
+        elif key in ("wtimeout", "wtimeoutms"):
+            if not value.isdigit():
+                raise ConfigError(f"write concern: wtimeout must be milliseconds, not {value!r}")
+            options["wtimeout"] = int(value)
+        else:
+            raise ConfigError(f"write concern: unknown option {key!r} in {spec!r} "
+                              "(expected w=1|majority|N, j=true|false, wtimeout=MS)")
+    if not options:
+        raise ConfigError(f"write concern {spec!r} is empty (expected e.g. w=majority,j=true)")
+    return options
+
+
+def write_concern_of(mongo: pymongo.MongoClient) -> dict:
+    """The write concern in force on a client: its own options, else ``{}`` (the server's default)."""
+    return dict(mongo.write_concern.document)
+
+
+# ------------------------------------------------------------------ claims
+def claim(collection, key: str, owner: dict, now, lease_until, *, takeover: str | None = None,
+          fields: dict | None = None) -> dict | None:
+    """Atomically make ``owner`` the holder of document ``key`` (created if absent).
+
+    Succeeds when nobody holds it, ``owner`` already does, the holder's lease
+    ended before ``now``, or the holder is ``takeover`` (an owner id known to be
+    dead); returns the document as it now is, or None when another holder keeps
+    it.  ``fields`` are set too.  Raw driver errors propagate (call it through
+    :class:`Retry`).
+    """
+    free = [{"owner": {"$exists": False}}, {"owner.id": owner["id"]}, {"lease_until": {"$lt": now}}]
+    if takeover:
+        free.append({"owner.id": takeover})
+    change = {"$set": {"owner": owner, "lease_until": lease_until, **(fields or {})}}
+    try:
+        return collection.find_one_and_update({"_id": key, "$or": free}, change, upsert=True,
+                                              return_document=pymongo.ReturnDocument.AFTER)
+    except DuplicateKeyError:  # the document exists and someone else holds it
+        return None
+
+
 # ------------------------------------------------------------------ bulk writes
 def insert_new(collection, docs: list[dict]) -> tuple[int, list[int]]:
-    """Unordered insert; returns (documents inserted, indexes of those whose ``_id`` was there)."""
+    """Unordered insert; returns (documents inserted, indexes of those whose ``_id`` was there).
+
+    Other errors propagate as the driver raised them: call it through
+    :class:`Retry` (or inside :func:`db_errors`).
+    """
     try:
         result = collection.insert_many(docs, ordered=False)
         return len(result.inserted_ids), []
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
         if any(e.get("code") != DUPLICATE_KEY for e in errors) or exc.details.get("writeConcernErrors"):
-            raise DatabaseError(f"writing {collection.name}: {_reason(exc)}") from exc
+            raise
         return exc.details.get("nInserted", 0), [e["index"] for e in errors]
-    except PyMongoError as exc:
-        raise DatabaseError(f"writing {collection.name}: {_reason(exc)}") from exc
 
 
 def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
-    """Replace each document by ``_id`` (inserting it if absent); (inserted, modified, unchanged)."""
-    with db_errors(f"writing {collection.name}"):
-        result = collection.bulk_write(
-            [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
+    """Replace each document by ``_id`` (inserting it if absent); (inserted, modified, unchanged).
+
+    Errors propagate as the driver raised them (call it through :class:`Retry`).
+    """
+    result = collection.bulk_write(
+        [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
     return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
 
 
@@ -263,12 +390,31 @@ def describe(mongo: pymongo.MongoClient) -> ServerInfo:
     )
 
 
-def ensure_indexes(db) -> None:
-    """Create the secondary indexes of :data:`ingest.catalog.INDEXES` (idempotent)."""
+def ensure_indexes(db, indexes: dict[str, list] = INDEXES) -> int:
+    """Create ``indexes`` ({collection: [keys, ...]}, default all of :mod:`ingest.catalog`),
+    idempotently; returns how many were missing."""
+    created = 0
     with db_errors(f"creating indexes in {db.name}"):
-        for coll, specs in INDEXES.items():
+        for coll, specs in indexes.items():
+            existing = {tuple(info["key"]) for info in db[coll].index_information().values()}
             for keys in specs:
-                db[coll].create_index(keys)
+                if tuple(keys) not in existing:
+                    db[coll].create_index(keys)
+                    created += 1
+    return created
+
+
+def drop_indexes(db, indexes: dict[str, list]) -> int:
+    """Drop those of ``indexes`` that exist (by key); returns how many were dropped."""
+    dropped = 0
+    with db_errors(f"dropping indexes in {db.name}"):
+        for coll, specs in indexes.items():
+            wanted = {tuple(keys) for keys in specs}
+            for name, info in db[coll].index_information().items():
+                if tuple(info["key"]) in wanted:
+                    db[coll].drop_index(name)
+                    dropped += 1
+    return dropped
 
 
 def ensure_hashed_indexes(db) -> dict[str, str]:

@@ -7,33 +7,35 @@ Words used here and everywhere else in sci-ingest:
 * an **analysis** is one declared computation over a collection
   (``analytics.registry``); the analyze step runs the chosen analyses;
 * a **stage** is a timed unit of work with one row in ``stage_timings``
-  (``parse``, ``load``, ``analyze.cluster``, ``analyze.<analysis>``,
+  (``cluster``, ``parse``, ``load``, ``index``, ``analyze.<analysis>``,
   ``validate``; see ``ingest.timing``).
 
 ``run()`` is what ``sci-ingest run`` and ``make run`` call; ``task_load``,
 ``task_analyze`` and ``task_validate`` are the same steps as Airflow tasks
 (each one a transaction of its own, given the run id by the scheduler).
+The steps of one run share one Dask cluster, started when a step first needs
+it (:class:`Cluster`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import time
 import uuid
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
-from ingest.config import SAMPLES_DIR, Settings
-from ingest.errors import InputError, SciIngestError, UnsupportedFeature, ValidationFailed
 from ingest.catalog import TIMINGS
-from ingest.mongo import ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes, redact
+from ingest.config import SAMPLES_DIR, Settings
+from ingest.connection import Connection, log_to_stderr, database, prepare
+from ingest.errors import InputError, SciIngestError, ValidationFailed
+from ingest.mongo import ServerInfo, redact
 from ingest.timing import StageRecord, Timings
 
 STEPS = ("load", "analyze", "validate")
-EXIT_OK, EXIT_FATAL, EXIT_PARTIAL = 0, 1, 2
+EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def new_run_id() -> str:
@@ -43,61 +45,6 @@ def new_run_id() -> str:
 
 def default_inputs() -> list[Path]:
     return [SAMPLES_DIR / "pasta", SAMPLES_DIR / "materials"]
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-@dataclass
-class Connection:
-    uri: str
-    client: object
-    db: object
-    info: ServerInfo
-    embedded: str | None  # None | "private" | "shared"
-
-
-@contextmanager
-def database(settings: Settings, log: Callable[[str], None] = _stderr) -> Iterator[Connection]:
-    """Connect to the configured MongoDB, or to the embedded server (started if needed)."""
-    server = None
-    embedded = None
-    uri = settings.mongo_uri
-    if not uri:
-        from ingest.server import EmbeddedServer, running_server
-
-        shared = running_server(settings.state_dir)
-        if shared:
-            uri, embedded = shared["uri"], "shared"
-        else:
-            server = EmbeddedServer(settings.db_dir)
-            log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
-            uri, embedded = server.start(), "private"
-    client = None
-    try:
-        client = connect(uri)
-        info = describe(client)
-        yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded)
-    finally:
-        if client is not None:
-            client.close()
-        if server is not None:
-            server.stop()
-
-
-def prepare(conn: Connection, log: Callable[[str], None] = _stderr) -> list[str]:
-    """Indexes, and hashed shard-key indexes where the server supports them; returns notes."""
-    ensure_indexes(conn.db)
-    notes = []
-    try:
-        done = ensure_hashed_indexes(conn.db)
-        notes.append("hashed shard-key indexes: " + ", ".join(f"{c} ({o})" for c, o in done.items()))
-    except UnsupportedFeature as exc:
-        notes.append(str(exc))
-    if not conn.info.sharding:
-        notes.append(f"not sharded: {conn.info.topology} (use `sci-ingest shard` against mongos to shard)")
-    return notes
 
 
 @dataclass
@@ -111,13 +58,15 @@ class RunReport:
     validation: object | None = None  # ValidationReport
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    resume: str | None = None  # the command that goes on after an interruption
     exit_code: int = EXIT_OK
 
     def as_json(self) -> dict:
         load = self.load.as_dict() if self.load is not None else {}
         out = {
             "run_id": self.run_id,
-            "status": {EXIT_OK: "ok", EXIT_PARTIAL: "partial", EXIT_FATAL: "failed"}[self.exit_code],
+            "status": {EXIT_OK: "ok", EXIT_PARTIAL: "partial", EXIT_FATAL: "failed",
+                       EXIT_INTERRUPTED: "interrupted"}[self.exit_code],
             "exit_code": self.exit_code,
             "server": {**self.server.as_dict(), "uri": redact(self.uri)},
             "stages": [r.as_json() for r in self.stages if r.file is None],
@@ -126,12 +75,16 @@ class RunReport:
             "skipped": load.get("skipped", 0),
             "failed": load.get("failed", []),
             "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed")},
+            "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")
+                     if k in load},
             "analysis": [_jsonable(a) for a in self.analysis],
             "validation": _validation_json(self.validation),
             "notes": self.notes,
         }
         if self.error:
             out["error"] = self.error
+        if self.resume:
+            out["resume"] = self.resume
         return out
 
 
@@ -156,52 +109,113 @@ def _validation_json(report) -> dict | None:
     }
 
 
+# ------------------------------------------------------------------------ the cluster
+class Cluster:
+    """The run's Dask cluster: started (a timed ``cluster`` stage) when a step first needs it.
+
+    ``settings.dask_scheduler`` names a running scheduler; otherwise a private
+    ``LocalCluster`` of ``workers`` processes is started and closed with the
+    stack.  Each use warms the workers up for its step's modules once.
+    """
+
+    def __init__(self, settings: Settings, timings: Timings, stack: ExitStack, workers: int | None = None):
+        self.settings, self.timings, self.stack, self.workers = settings, timings, stack, workers
+        self._client = None
+        self._warm: set[str] = set()
+
+    def client(self, purpose: str):
+        from analytics.cluster import dask_client, warm_up
+
+        if self._client is None:
+            with self.timings.stage("cluster") as rec:
+                self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers))
+                rec.records_in = rec.records_out = None
+                rec.workers = warm_up(self._client, purpose)
+                rec.detail = {"scheduler": self.settings.dask_scheduler or "LocalCluster"}
+            self._warm.add(purpose)
+        elif purpose not in self._warm:
+            warm_up(self._client, purpose)
+            self._warm.add(purpose)
+        return self._client
+
+
 # ------------------------------------------------------------------------ steps
 def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Sequence[str | Path] | None,
-              *, force: bool = False, log: Callable[[str], None] = _stderr):
-    from ingest.loader import Loader
+              options=None, *, cluster: Cluster | None = None, log: Callable[[str], None] = log_to_stderr):
+    """Load ``paths`` (default: the bundled samples) with ``options`` (an ``ingest.load.LoadOptions``).
 
-    loader = Loader(conn.db, timings.run_id, timings, batch_size=settings.batch_size, force=force,
-                    progress=settings.progress, log=log)
+    Rows: ``parse`` (files read -> documents, the parsing time summed over the
+    workers), ``load`` (documents -> written, wall time of the whole load, with
+    the workers, MB/s, the write concern and the retries), and ``index`` (the
+    analysts' indexes built after a bulk load).
+    """
+    from ingest.load import LoadOptions, load_paths
+    from ingest.load import indexes
+
+    options = options or LoadOptions(workers=1)
+    dask = None
+    if cluster is not None and (options.workers > 1 or settings.dask_scheduler):
+        def dask():
+            return cluster.client("load")
+    plan = {"bulk": False}
+
+    def on_plan(todo) -> None:
+        if options.dry_run:
+            return
+        plan["bulk"] = not options.keep_indexes and indexes.is_bulk(conn.db, todo, _retry(options))
+        plan["changed"] = indexes.before_load(conn.db, plan["bulk"])
+
     started = time.perf_counter()
-    summary = loader.load(list(paths) if paths else default_inputs())
-    wall = time.perf_counter() - started
+    summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(), timings.run_id,
+                         options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan)
+    _load_rows(timings, summary, time.perf_counter() - started)
+    if not options.dry_run and not summary.interrupted:
+        with timings.stage("index") as rec:
+            built = indexes.after_load(conn.db)
+            rec.records_in, rec.records_out = None, built
+            rec.detail = {"bulk": plan["bulk"], "dropped_before": plan.get("changed", 0) if plan["bulk"] else 0}
+    return summary
+
+
+def _retry(options):
+    from ingest.mongo import Retry
+
+    return Retry(options.retry_s)
+
+
+def _load_rows(timings: Timings, summary, wall: float) -> None:
     files = [f for f in summary.files if f.status != "skipped"]
     documents = sum(f.documents for f in files)
-    parse_seconds = sum(f.parse_seconds for f in files)
+    detail = {"files": len(summary.files), "loaded": summary.count("loaded"),
+              "skipped": summary.count("skipped"), "failed": summary.count("failed"),
+              "documents_skipped": summary.skipped_documents, "retries": summary.total_retries,
+              "write_concern": summary.write_concern or "server default", "dry_run": summary.dry_run}
     rows = {
-        # parse: files read -> documents produced (time inside the parsers);
-        # load: documents -> documents written (everything else: ledger checks, hashing, writes)
-        "parse": (len(files), documents, parse_seconds),
-        "load": (documents, summary.inserted + summary.updated, max(0.0, wall - parse_seconds)),
+        "parse": (len(files), documents, sum(f.parse_seconds for f in files)),
+        "load": (documents, summary.inserted + summary.updated, wall),
     }
     for stage, (n_in, n_out, seconds) in rows.items():
         rec = timings.new(stage)
         rec.records_in, rec.records_out = n_in, n_out
         rec.bytes = sum(f.size for f in files)
-        rec.detail = {"files": len(summary.files), "loaded": summary.count("loaded"),
-                      "skipped": summary.count("skipped"), "failed": summary.count("failed"),
-                      "documents_skipped": summary.skipped_documents}
-        if summary.failed:
-            rec.status = "partial"
+        rec.workers = summary.workers
+        rec.detail = detail
+        if summary.failed or summary.interrupted:
+            rec.status = "interrupted" if summary.interrupted else "partial"
         rec.finish(seconds)
         timings.add(rec)
-    return summary
 
 
-def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None):
-    """Run the named analyses (default: all) on one Dask cluster, one timed stage each."""
-    from analytics.cluster import dask_client, warm_up
+def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
+                 *, cluster: Cluster | None = None):
+    """Run the named analyses (default: all) on the run's cluster, one timed stage each."""
     from analytics.registry import select_analyses
     from analytics.runner import run_analysis
 
     chosen = select_analyses(names)
     results = []
     with ExitStack() as stack:
-        with timings.stage("analyze.cluster") as rec:  # start (or reach) the cluster, warm its workers
-            client = stack.enter_context(dask_client(settings.dask_scheduler))
-            rec.records_in = rec.records_out = None
-            rec.detail = {"scheduler": settings.dask_scheduler or "LocalCluster", "workers": warm_up(client)}
+        client = (cluster or Cluster(settings, timings, stack)).client("analyze")
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
@@ -229,31 +243,52 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings):
 
 # --------------------------------------------------------------------- the run
 def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps: Sequence[str] = STEPS,
-        analyses: Sequence[str] | None = None, force: bool = False, run_id: str | None = None,
-        log: Callable[[str], None] = _stderr) -> RunReport:
-    """Run ``steps`` (default: all) on the configured database; ``analyses`` chooses the analyses."""
+        analyses: Sequence[str] | None = None, load_options=None, force: bool = False,
+        run_id: str | None = None, log: Callable[[str], None] = log_to_stderr) -> RunReport:
+    """Run ``steps`` (default: all) on the configured database.
+
+    ``analyses`` chooses the analyses; ``load_options`` (``ingest.load.LoadOptions``)
+    the load's workers, write concern, retries, ...; ``force`` reloads known files.
+    """
+    from ingest.load import LoadInterrupted, LoadOptions
+
     run_id = run_id or new_run_id()
+    options = load_options or LoadOptions()
+    if force and not options.force:
+        from dataclasses import replace
+
+        options = replace(options, force=True)
     with database(settings, log=log) as conn:
         report = RunReport(run_id=run_id, server=conn.info, uri=conn.uri)
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
         report.stages = timings.records
+        interrupted = None
         try:
-            report.notes = prepare(conn, log=log)
-            if "load" in steps:
-                report.load = load_step(conn, timings, settings, paths, force=force, log=log)
-                if report.load.failed:
-                    report.exit_code = EXIT_PARTIAL
-            if "analyze" in steps:
-                report.analysis = analyze_step(conn, timings, settings, analyses)
-            if "validate" in steps:
-                report.validation = validate_step(conn, timings, settings)
-                report.validation.raise_for_critical()
+            with ExitStack() as stack:  # the cluster closes here, before a rollback after Ctrl-C
+                cluster = Cluster(settings, timings, stack, options.workers)
+                report.notes = prepare(conn, query_indexes="load" not in steps)
+                if "load" in steps:
+                    report.load = load_step(conn, timings, settings, paths, options, cluster=cluster, log=log)
+                    if report.load.failed:
+                        report.exit_code = EXIT_PARTIAL
+                if "analyze" in steps:
+                    report.analysis = analyze_step(conn, timings, settings, analyses, cluster=cluster)
+                if "validate" in steps:
+                    report.validation = validate_step(conn, timings, settings)
+                    report.validation.raise_for_critical()
+        except LoadInterrupted as exc:
+            interrupted = exc
         except ValidationFailed as exc:
             report.error = str(exc)
             report.exit_code = EXIT_FATAL
         except SciIngestError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
+        if interrupted is not None:
+            interrupted.roll_back()
+            report.load, report.resume = interrupted.summary, interrupted.resume
+            _load_rows(timings, interrupted.summary, 0.0)
+            report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
         return report
 
 
@@ -263,12 +298,20 @@ def _task_settings(mongo_uri: str | None) -> Settings:
 
 
 def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None = None) -> dict:
-    """Airflow task: load ``paths`` (default: the bundled samples). Raises if every file failed."""
+    """Airflow task: load ``paths`` (default: the bundled samples). Raises if every file failed.
+
+    It loads in the task's own process, unless ``DASK_SCHEDULER_ADDRESS`` names a
+    cluster to spread the files over.
+    """
+    from ingest.load import LoadOptions
+
     settings = _task_settings(mongo_uri)
-    with database(settings) as conn:
+    with database(settings) as conn, ExitStack() as stack:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
         prepare(conn)
-        summary = load_step(conn, timings, settings, paths)
+        cluster = Cluster(settings, timings, stack) if settings.dask_scheduler else None
+        summary = load_step(conn, timings, settings, paths, LoadOptions(workers=1, progress=False),
+                            cluster=cluster)
     result = {"run_id": run_id, **summary.as_dict()}
     result.pop("files")
     if summary.files and summary.count("failed") == len(summary.files):

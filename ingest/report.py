@@ -35,8 +35,20 @@ TIMING_COLUMNS = [
     ("records_out", "records out"),
     ("seconds", "seconds"),
     ("records_per_s", "records/s"),
+    ("mb_per_s", "MB/s"),
+    ("workers", "workers"),
     ("peak_rss_mb", "peak RSS MB"),
     ("status", "status"),
+]
+
+WORKER_COLUMNS = [
+    ("worker", "worker"),
+    ("files", "files"),
+    ("records_in", "documents"),
+    ("records_out", "written"),
+    ("seconds", "seconds"),
+    ("records_per_s", "written/s"),
+    ("mb_per_s", "MB/s"),
 ]
 
 
@@ -45,6 +57,10 @@ def timing_table(rows: Iterable[dict], with_file: bool = False) -> str:
     if with_file:
         columns.insert(1, ("file", "file"))
     return table(rows, columns)
+
+
+def worker_table(rows: Iterable[dict]) -> str:
+    return table(rows, WORKER_COLUMNS)
 
 
 def render_run(report) -> str:
@@ -68,6 +84,13 @@ def render_run(report) -> str:
         )
         for failed in data["failed"]:
             out.append(f"  FAILED {failed['path']}: {failed['reason']}")
+        load = data["load"]
+        concern = ", ".join(f"{k}={v}" for k, v in (load.get("write_concern") or {}).items()) or "server default"
+        out.append(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "
+                   f"{load.get('retries', 0)} retried operation(s)"
+                   + (" (dry run: nothing written)" if load.get("dry_run") else ""))
+        for path in load.get("rolled_back") or []:
+            out.append(f"  rolled back {path}")
     for result in data["analysis"]:
         out.append(
             f"analysis {result['name']}: {result['records_in']:,} in -> {result['records_out']:,} out "
@@ -84,6 +107,8 @@ def render_run(report) -> str:
                            f"{failure.get('column') or ''} sample={failure.get('sample')}")
     if data.get("error"):
         out.append(f"ERROR: {data['error']}")
+    if data.get("resume"):
+        out.append(f"resume with: {data['resume']}")
     out.append(f"status: {data['status']} (exit {data['exit_code']})")
     return "\n".join(out)
 

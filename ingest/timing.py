@@ -1,11 +1,12 @@
 """Stage timing: every timed stage of every run leaves one row in ``stage_timings``.
 
 A *stage* is a timed unit of work: ``parse`` and ``load`` (overall and per
-file), ``analyze.cluster``, ``analyze.<analysis>`` and ``validate``.  A row:
-run_id, stage, file (where the stage is per file), worker (where a stage is
-split over workers), started, ended, seconds, records_in, records_out, bytes,
-records_per_s, peak_rss_mb, server kind, status ("ok" | "partial" | "failed" |
-"skipped") and error.  ``peak_rss_mb`` is the peak resident set size of the
+file), ``cluster``, ``index``, ``analyze.<analysis>`` and ``validate``.  A row:
+run_id, stage, file (where the stage is per file), worker (``host:pid`` of the
+process that did it, where a stage is split over workers), started, ended,
+seconds, records_in, records_out, bytes, workers (how many took part),
+records_per_s, mb_per_s, peak_rss_mb, server kind, status ("ok" | "partial" |
+"failed" | "skipped"), error, and detail (e.g. the write concern of a load).  ``peak_rss_mb`` is the peak resident set size of the
 sci-ingest process so far (``getrusage``).
 
 Rows have deterministic ids, ``<run_id>:<stage>[:<worker>][:<file>]``, and are
@@ -45,7 +46,9 @@ class StageRecord:
     records_in: int | None = 0
     records_out: int | None = 0
     bytes: int = 0
+    workers: int | None = None
     records_per_s: float | None = None
+    mb_per_s: float | None = None
     peak_rss_mb: float | None = None
     server_kind: str | None = None
     status: str = "ok"
@@ -59,6 +62,7 @@ class StageRecord:
         self.seconds = round(seconds, 6)
         base = max(self.records_in or 0, self.records_out or 0)
         self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
+        self.mb_per_s = round(self.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 and self.bytes else None
         self.peak_rss_mb = peak_rss_mb()
 
     @property

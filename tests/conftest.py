@@ -50,6 +50,19 @@ def db(mongo_client):
     mongo_client.drop_database(name)
 
 
+@pytest.fixture()
+def load_files(mongo_uri, db):
+    """Load paths into the test's database in this process: ``load_files(paths, run_id=..., **options)``."""
+    from ingest.load import LoadOptions, load_paths
+
+    def load(paths, run_id: str = "test-run", **options):
+        options.setdefault("workers", 1)
+        options.setdefault("progress", False)
+        return load_paths(mongo_uri, db.name, list(paths), run_id, LoadOptions(**options), server_kind="test")
+
+    return load
+
+
 @pytest.fixture(scope="session")
 def shared_materials() -> Path:
     if not SHARED_MATERIALS.is_dir():

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 from ingest.config import SAMPLES_DIR
-from ingest.loader import Loader
-from ingest.timing import Timings
 
 PASTA = SAMPLES_DIR / "pasta"
 MATERIALS = SAMPLES_DIR / "materials"
@@ -20,10 +18,6 @@ MATERIALS = SAMPLES_DIR / "materials"
 
 def pasta_samples() -> list[Path]:
     return sorted(p for p in PASTA.iterdir() if p.name.endswith((".m10", ".m10.gz")))
-
-
-def make_loader(db, run_id="test-run", **kw) -> Loader:
-    return Loader(db, run_id, Timings(run_id, "test", db.stage_timings), progress=False, **kw)
 
 
 @pytest.fixture()
@@ -44,15 +38,15 @@ def count_all(db) -> dict[str, int]:
     return {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
 
 
-def test_load_is_idempotent_and_skips_known_files_quickly(db, small_inputs):
-    first = make_loader(db, "r1").load([small_inputs])
+def test_load_is_idempotent_and_skips_known_files_quickly(db, small_inputs, load_files):
+    first = load_files([small_inputs], "r1")
     assert first.count("loaded") == 4 and not first.failed
     counts = count_all(db)
     assert all(counts.values()), counts
     assert counts["materials"] == 300 and counts["tasks"] == 200
     assert first.inserted == sum(counts.values())
 
-    second = make_loader(db, "r2").load([small_inputs])
+    second = load_files([small_inputs], "r2")
     assert second.count("skipped") == 4
     assert second.inserted == 0
     assert second.skipped_documents == sum(counts.values())
@@ -62,35 +56,35 @@ def test_load_is_idempotent_and_skips_known_files_quickly(db, small_inputs):
     assert all(len(d["sha256"]) == 64 and d["size"] > 0 for d in ledger.values())
 
 
-def test_same_content_under_another_path_adds_nothing(db, small_inputs, tmp_path):
-    make_loader(db).load([small_inputs])
+def test_same_content_under_another_path_adds_nothing(db, small_inputs, tmp_path, load_files):
+    load_files([small_inputs])
     before = count_all(db)
     copy = tmp_path / "copy.m10"
     shutil.copy(next(small_inputs.glob("*.m10*")), copy)
-    result = make_loader(db).load([copy])
+    result = load_files([copy])
     assert result.files[0].status == "skipped"
     assert "same content" in result.files[0].reason
     assert count_all(db) == before
 
 
-def test_forced_reload_of_searches_inserts_nothing_new(db, small_inputs):
-    make_loader(db).load([small_inputs])
+def test_forced_reload_of_searches_inserts_nothing_new(db, small_inputs, load_files):
+    load_files([small_inputs])
     before = count_all(db)
-    again = make_loader(db, force=True).load([small_inputs])
+    again = load_files([small_inputs], force=True)
     assert again.inserted == 0
     assert count_all(db) == before
     assert sum(f.existing for f in again.files) + again.updated == sum(before.values())
 
 
-def test_changed_record_file_updates_by_natural_key(db, tmp_path):
+def test_changed_record_file_updates_by_natural_key(db, tmp_path, load_files):
     path = tmp_path / "m.jsonl"
     with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
         docs = [json.loads(next(src)) for _ in range(5)]
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    make_loader(db).load([path])
+    load_files([path])
     docs[0]["band_gap"] = 42.5
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    result = make_loader(db).load([path])
+    result = load_files([path])
     assert result.files[0].status == "loaded"
     # every record of the new version replaces its stored one (its _source names the new sha256)
     assert result.updated == 5 and result.inserted == 0
@@ -99,14 +93,14 @@ def test_changed_record_file_updates_by_natural_key(db, tmp_path):
     assert db.materials.find_one({"_id": docs[0]["material_id"]})["band_gap"] == 42.5
 
 
-def test_changed_search_file_replaces_its_old_version(db, tmp_path):
+def test_changed_search_file_replaces_its_old_version(db, tmp_path, load_files):
     samples = pasta_samples()
     path = tmp_path / "run.m10"
     shutil.copy(samples[0], path)
-    make_loader(db).load([path])
+    load_files([path])
     old = count_all(db)
     shutil.copy(samples[1], path)
-    make_loader(db).load([path])
+    load_files([path])
     shas = db.searches.distinct("source.sha256")
     assert len(shas) == 1, "documents of the file's previous version were left behind"
     assert db.hits.distinct("source.sha256") == shas
@@ -128,9 +122,9 @@ def bad_inputs(folder: Path) -> dict[str, str]:
     return {"truncated.m10": "", "random.m10": "", "empty.m10": "", "one_bad_line.jsonl": ":7"}
 
 
-def test_bad_files_are_named_set_aside_and_the_rest_goes_in(db, small_inputs):
+def test_bad_files_are_named_set_aside_and_the_rest_goes_in(db, small_inputs, load_files):
     expected = bad_inputs(small_inputs)
-    result = make_loader(db).load([small_inputs])
+    result = load_files([small_inputs])
     failed = {Path(f.path).name: f for f in result.failed}
     assert set(failed) == set(expected)
     for name, words in expected.items():
@@ -166,11 +160,11 @@ def unstorable_records(folder: Path, name: str, changed: bool = False) -> Path:
     return path
 
 
-def test_unstorable_record_is_named_and_sets_the_file_aside(db, tmp_path):
+def test_unstorable_record_is_named_and_sets_the_file_aside(db, tmp_path, load_files):
     """Found while building the documents in the checking pass: named file:record like a parse
     error, and nothing is written, although the good records before it fill several batches."""
     path = unstorable_records(tmp_path, "unstorable.jsonl")
-    result = make_loader(db, batch_size=2).load([path])
+    result = load_files([path], batch_size=2)
     [outcome] = result.files
     assert outcome.status == "failed"
     assert "unstorable.jsonl:7: 2 bad record(s); first: nested more than 100 levels deep" in outcome.reason
@@ -182,39 +176,39 @@ def test_unstorable_record_is_named_and_sets_the_file_aside(db, tmp_path):
     assert entry["errors"] == outcome.errors
 
 
-def test_unstorable_record_leaves_the_loaded_version_untouched(db, tmp_path):
+def test_unstorable_record_leaves_the_loaded_version_untouched(db, tmp_path, load_files):
     path = tmp_path / "m.jsonl"
     with gzip.open(MATERIALS / "materials.jsonl.gz", "rt") as src:
         path.write_text("".join(next(src) for _ in range(10)))
-    first = make_loader(db).load([path])
+    first = load_files([path])
     before = {d["_id"]: d for d in db.materials.find()}
     assert first.files[0].status == "loaded" and len(before) == 10
     unstorable_records(tmp_path, "m.jsonl", changed=True)  # a new version of the same file
-    result = make_loader(db, batch_size=2).load([path])
+    result = load_files([path], batch_size=2)
     assert result.files[0].status == "failed" and result.files[0].errors[0]["line"] == 7
     assert {d["_id"]: d for d in db.materials.find()} == before  # record 1's change is not written either
 
 
-def test_truncated_search_file_rolls_back_partial_writes(db, tmp_path):
+def test_truncated_search_file_rolls_back_partial_writes(db, tmp_path, load_files):
     """A file that breaks after many complete queries leaves no document behind."""
     big = max(pasta_samples(), key=lambda p: p.stat().st_size if p.suffix == ".m10" else 0)
     text = big.read_bytes()
     last_query = text.rfind(b">>><<<")
     assert last_query > 0
     (tmp_path / "cut.m10").write_bytes(text[: last_query + 3])  # ends mid-marker, after complete queries
-    result = make_loader(db, batch_size=5).load([tmp_path / "cut.m10"])
+    result = load_files([tmp_path / "cut.m10"], batch_size=5)
     assert result.files[0].status == "failed"
     assert db.searches.count_documents({}) == 0 and db.hits.count_documents({}) == 0
 
 
-def test_missing_path_is_reported(db, tmp_path):
-    result = make_loader(db).load([tmp_path / "nope.m10"])
+def test_missing_path_is_reported(db, tmp_path, load_files):
+    result = load_files([tmp_path / "nope.m10"])
     assert result.files[0].status == "failed"
     assert "no such file" in result.files[0].reason
 
 
-def test_timings_rows_are_written_per_file(db, small_inputs):
-    make_loader(db, "timed").load([small_inputs])
+def test_timings_rows_are_written_per_file(db, small_inputs, load_files):
+    load_files([small_inputs], "timed")
     rows = list(db.stage_timings.find({"run_id": "timed"}))
     stages = {(r["stage"], Path(r["file"]).name) for r in rows}
     assert ("parse", "materials.jsonl") in stages and ("load", "materials.jsonl") in stages

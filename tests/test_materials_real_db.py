@@ -6,15 +6,13 @@ import json
 from pathlib import Path
 
 from ingest.documents.materials import from_document
-from ingest.loader import Loader
 from ingest.parsers.materials import classify
-from ingest.timing import Timings
 
 
-def test_every_real_record_lands_and_round_trips(db, shared_materials: Path):
+def test_every_real_record_lands_and_round_trips(db, shared_materials: Path, load_files):
     files = sorted(shared_materials.glob("*.jsonl"))
     assert files, f"no .jsonl files in {shared_materials}"
-    summary = Loader(db, "real", Timings("real", "test"), progress=False).load(files)
+    summary = load_files(files, "real")
     assert not summary.failed, [(f.path, f.reason) for f in summary.failed]
     assert summary.count("loaded") == len(files)
 
@@ -42,8 +40,8 @@ def test_every_real_record_lands_and_round_trips(db, shared_materials: Path):
     assert mismatches == []
 
 
-def test_legacy_names_are_queryable_by_canonical_fields(db, shared_materials: Path):
-    Loader(db, "legacy", Timings("legacy", "test"), progress=False).load(
+def test_legacy_names_are_queryable_by_canonical_fields(db, shared_materials: Path, load_files):
+    load_files(
         [shared_materials / "materials_legacy_db.jsonl"])
     inp = db.materials.find_one({"material_id": "mp-20351"})
     assert inp is not None

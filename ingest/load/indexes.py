@@ -1,0 +1,64 @@
+"""Which indexes a load keeps up while it writes, and which it builds afterwards.
+
+Every secondary index costs every insert: on the embedded server the five
+secondary indexes of ``hits`` made raw inserts 4.0x slower, and building them
+after a load instead of during it saved about a third of the time.  So:
+
+* the indexes the loader itself needs (:data:`ingest.catalog.LOAD_INDEXES`:
+  documents by content, the ledger) always exist;
+* the analysts' and analyses' indexes (:data:`ingest.catalog.QUERY_INDEXES`)
+  are **built after the load** when it is a *bulk* load, and kept up during
+  the load otherwise.  A load is bulk when it is expected to add at least
+  :data:`BULK_MIN_DOCUMENTS` documents and at least as many as the data
+  collections already hold (so a first load, or one that doubles the data, is
+  bulk; a small incremental load into a large database is not).  The expected
+  number is estimated from the bytes to load (:data:`BYTES_PER_DOCUMENT`,
+  measured on the bundled samples and real outputs).  Existing query indexes
+  are dropped before a bulk load and built again after it; ``--keep-indexes``
+  overrides the rule.
+
+Building the indexes is a timed stage of its own (``index``).
+"""
+
+from __future__ import annotations
+
+from ingest.catalog import DATA_COLLECTIONS, QUERY_INDEXES
+from ingest.mongo import Retry, drop_indexes, ensure_indexes
+
+__all__ = ["BULK_MIN_DOCUMENTS", "BYTES_PER_DOCUMENT", "expected_documents", "is_bulk", "before_load",
+           "after_load"]
+
+#: A load expected to add fewer documents than this keeps the indexes up.
+BULK_MIN_DOCUMENTS = 50_000
+#: Input bytes per stored document, by format (uncompressed; a .gz file counts 4x its size).
+BYTES_PER_DOCUMENT = {"pasta": 900, "materials": 2500}
+_GZIP_RATIO = 4
+
+
+def expected_documents(tasks) -> int:
+    """An estimate of the documents ``tasks`` (:class:`ingest.load.plan.FileTask`) will add."""
+    total = 0.0
+    for task in tasks:
+        size = task.size * (_GZIP_RATIO if task.key.endswith(".gz") else 1)
+        total += size / BYTES_PER_DOCUMENT.get(task.format or "", 1500)
+    return int(total)
+
+
+def is_bulk(db, tasks, retry: Retry) -> bool:
+    expected = expected_documents(tasks)
+    if expected < BULK_MIN_DOCUMENTS:
+        return False
+    held = sum(retry(f"counting {c}", db[c].estimated_document_count) for c in DATA_COLLECTIONS)
+    return expected >= held
+
+
+def before_load(db, bulk: bool) -> int:
+    """Drop the query indexes before a bulk load, ensure them before a small one; returns the count."""
+    if bulk:
+        return drop_indexes(db, QUERY_INDEXES)
+    return ensure_indexes(db, QUERY_INDEXES)
+
+
+def after_load(db) -> int:
+    """Build the query indexes that are missing; returns how many were built."""
+    return ensure_indexes(db, QUERY_INDEXES)

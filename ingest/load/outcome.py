@@ -1,0 +1,101 @@
+"""What loading did: one :class:`FileOutcome` per file, a :class:`LoadSummary` per load.
+
+Statuses of a file: ``loaded`` (written by this load), ``skipped`` (unchanged
+since it was loaded, its content already loaded from another path, or loaded
+meanwhile by another loader: ``reason`` says which), ``failed`` (bad input, or
+the file could not be read: nothing of it stays written).  ``documents`` counts
+what the file holds; ``inserted`` / ``updated`` / ``existing`` what the write
+found.  Outcomes travel between Dask workers and the driver as plain dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+__all__ = ["FileOutcome", "LoadSummary"]
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str  # loaded | skipped | failed
+    format: str | None = None
+    sha256: str | None = None
+    size: int = 0
+    records: dict = field(default_factory=dict)
+    inserted: int = 0
+    updated: int = 0
+    existing: int = 0
+    reason: str | None = None
+    errors: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    parse_seconds: float = 0.0
+    load_seconds: float = 0.0
+    worker: str | None = None  # host:pid of the process that handled it
+    retries: int = 0  # transient database errors retried while loading it
+
+    @property
+    def documents(self) -> int:
+        return sum(self.records.values())
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FileOutcome":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class LoadSummary:
+    files: list[FileOutcome] = field(default_factory=list)
+    workers: int = 1
+    write_concern: dict = field(default_factory=dict)
+    dry_run: bool = False
+    #: Paths whose half-written load was rolled back after an interruption.
+    rolled_back: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    retries: int = 0  # transient errors retried by the driver (the files count their own)
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def inserted(self) -> int:
+        return sum(f.inserted for f in self.files)
+
+    @property
+    def updated(self) -> int:
+        return sum(f.updated for f in self.files)
+
+    @property
+    def skipped_documents(self) -> int:
+        """Documents not written again: those of skipped files plus already-present ones."""
+        return sum(f.documents if f.status == "skipped" else f.existing for f in self.files)
+
+    @property
+    def failed(self) -> list[FileOutcome]:
+        return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def total_retries(self) -> int:
+        return self.retries + sum(f.retries for f in self.files)
+
+    def as_dict(self) -> dict:
+        return {
+            "files_loaded": self.count("loaded"),
+            "files_skipped": self.count("skipped"),
+            "files_failed": self.count("failed"),
+            "inserted": self.inserted,
+            "updated": self.updated,
+            "skipped": self.skipped_documents,
+            "retries": self.total_retries,
+            "workers": self.workers,
+            "write_concern": self.write_concern,
+            "dry_run": self.dry_run,
+            "interrupted": self.interrupted,
+            "rolled_back": self.rolled_back,
+            "failed": [{"path": f.path, "reason": f.reason, "errors": f.errors[:5]} for f in self.failed],
+            "files": [f.as_dict() for f in self.files],
+        }

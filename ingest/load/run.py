@@ -1,0 +1,266 @@
+"""Running a load: the plan, then the tasks on Dask workers (or in this process), then the report.
+
+The driver (:func:`load_paths`) discovers the files, skips the unchanged ones
+with a few ledger queries, finishes what interrupted loads left behind, packs
+the rest into tasks and runs :func:`load_group` for each:
+
+* on a Dask cluster (a ``LocalCluster`` of ``workers`` processes, or the
+  scheduler of ``--scheduler`` / ``DASK_SCHEDULER_ADDRESS``): every worker
+  process keeps one MongoDB client, one ledger, one set of claims and one
+  pipelined writer for all its tasks; a task whose worker dies is run again by
+  Dask on another worker, and the claims make that exact;
+* or, for one worker and no scheduler, in this process (the same function).
+
+Ctrl-C stops the load: files finished stay loaded, the ones in flight are
+rolled back, and :class:`LoadInterrupted` carries the summary for the report.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ingest.catalog import TIMINGS
+from ingest.config import default_workers
+from ingest.errors import ConfigError, SciIngestError
+from ingest.ledger import Ledger
+from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
+from ingest.load.files import FileContext, load_file, recover
+from ingest.load.outcome import FileOutcome, LoadSummary
+from ingest.load.plan import FileTask, discover, group, plan
+from ingest.load.writer import PipelinedWriter
+from ingest.mongo import Retry, replace_documents, shared_client, write_concern_of
+from ingest.timing import StageRecord
+
+__all__ = ["LoadOptions", "LoadJob", "LoadInterrupted", "load_paths", "load_group"]
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    workers: int = field(default_factory=default_workers)
+    batch_size: int = 1000
+    force: bool = False
+    dry_run: bool = False
+    write_concern: dict | None = None  # None: the URI's, else the server's default
+    retry_s: float = 60.0  # how long each operation is retried through transient errors
+    keep_indexes: bool = False
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    """What a worker needs to load files: small and picklable (a URI, never a client)."""
+
+    uri: str
+    db_name: str
+    run_id: str
+    server_kind: str | None = None
+    batch_size: int = 1000
+    force: bool = False
+    dry_run: bool = False
+    write_concern: dict | None = None
+    retry_s: float = 60.0
+    lease_s: float = LEASE_S
+    max_wait_s: float = MAX_WAIT_S
+
+
+class LoadInterrupted(SciIngestError):
+    """Ctrl-C stopped the load; ``summary`` says what was finished, ``resume`` the command to go on.
+
+    Call :meth:`roll_back` once the workers are gone (the cluster closed): it
+    rolls back the files they left half-written and lists them in the summary.
+    """
+
+    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str):
+        self.summary = summary
+        self.job = job
+        self.resume = resume
+        super().__init__(f"interrupted; resume with: {resume}")
+
+    def roll_back(self) -> list[str]:
+        done = _recover_run(self.job)
+        self.summary.rolled_back += done
+        return done
+
+
+# ------------------------------------------------------------------ worker side
+_CONTEXTS: dict[tuple, FileContext] = {}
+
+
+def _context(job: LoadJob) -> FileContext:
+    """This process's context for ``job``: one client, ledger, claim set and writer, reused."""
+    key = (os.getpid(), repr(job))
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        db = shared_client(job.uri, write_concern=job.write_concern)[job.db_name]
+        retry = Retry(job.retry_s, uri=job.uri)
+        owner = Owner.this_process(job.run_id)
+        live = not job.dry_run
+        ctx = FileContext(
+            db=db, run_id=job.run_id, owner=owner, retry=retry,
+            claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
+            ledger=Ledger(db, retry) if live else None,
+            writer=PipelinedWriter(db, retry) if live else None,
+            batch_size=job.batch_size, force=job.force, dry_run=job.dry_run)
+        _CONTEXTS[key] = ctx
+    return ctx
+
+
+def load_group(job: LoadJob, keys: list[str]) -> list[dict]:
+    """Load the files ``keys`` one after the other (a Dask task); their outcomes as dicts."""
+    ctx = _context(job)
+    outcomes = [load_file(ctx, key) for key in keys]
+    if not job.dry_run:
+        _record_file_timings(ctx, job, outcomes)
+    return [o.as_dict() for o in outcomes]
+
+
+def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutcome]) -> None:
+    """A parse and a load row per file written, with the worker (one round trip per task)."""
+    rows = []
+    for o in outcomes:
+        if o.status == "skipped":
+            continue
+        written = o.inserted + o.updated
+        for stage, seconds, n_out in (("parse", o.parse_seconds, o.documents), ("load", o.load_seconds, written)):
+            rec = StageRecord(run_id=job.run_id, stage=stage, file=o.path, worker=o.worker,
+                              server_kind=job.server_kind, records_in=o.documents, records_out=n_out,
+                              bytes=o.size, status="ok" if o.status == "loaded" else o.status,
+                              error=o.reason if o.status == "failed" else None)
+            rec.detail = {"retries": o.retries} if o.retries else {}
+            rec.finish(seconds)
+            rows.append(rec.as_doc())
+    if rows:
+        ctx.retry("recording the timings of the files", replace_documents, ctx.db[TIMINGS], rows)
+
+
+# ------------------------------------------------------------------ driver side
+def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: LoadOptions = LoadOptions(), *,
+               server_kind: str | None = None, dask: Callable[[], object] | None = None,
+               log: Callable[[str], None] | None = None,
+               on_plan: Callable[[list[FileTask]], None] | None = None) -> LoadSummary:
+    """Load ``paths`` (files or directories) into ``db_name``; the summary of what happened.
+
+    ``dask``: a function returning the ``distributed.Client`` to run the tasks
+    on, called only when there is something to load (None: in this process).  ``on_plan`` is called with the files to load before any is
+    loaded (the index plan uses it).  Raises :class:`LoadInterrupted` on Ctrl-C
+    and :class:`ingest.errors.ServerUnavailable` when the server stays away.
+    """
+    log = log or (lambda message: None)
+    job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, server_kind=server_kind,
+                  batch_size=options.batch_size, force=options.force, dry_run=options.dry_run,
+                  write_concern=options.write_concern, retry_s=options.retry_s)
+    db = shared_client(uri, write_concern=options.write_concern)[db_name]
+    retry = Retry(options.retry_s, uri=uri)
+    in_force = write_concern_of(db.client)
+    if not options.dry_run and in_force.get("w") == 0:
+        raise ConfigError("unacknowledged writes (w=0) cannot be used for a ledgered load: the ledger could "
+                          "record a file that never landed; use w=1 or more (benchmarks may use w=0)")
+    files, missing = discover(paths)
+    ledger = Ledger(db, retry)
+    todo, decided = plan(ledger, files, options.force)
+    client = dask() if dask is not None and todo else None
+    summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
+                          write_concern=in_force, dry_run=options.dry_run)
+    for outcome in missing + decided:
+        if outcome.status == "failed":
+            log(f"FAILED {outcome.path}: {outcome.reason}")
+    if not options.dry_run:
+        summary.rolled_back += _recover_orphans(job, {t.key for t in todo})
+    if on_plan is not None:
+        on_plan(todo)
+    groups = group(todo, summary.workers)
+    try:
+        _run_groups(job, groups, client, summary, log, options.progress, len(todo))
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        if client is not None:
+            client.cancel(list(_PENDING))
+        raise LoadInterrupted(summary, job, resume="sci-ingest " + shlex.join(sys.argv[1:])) from None
+    summary.retries += retry.retries
+    return summary
+
+
+_PENDING: set = set()
+
+
+def _worker_count(dask, options: LoadOptions) -> int:
+    if dask is None:
+        return 1
+    try:
+        return max(1, len(dask.scheduler_info().get("workers", {})))
+    except Exception:  # a scheduler that cannot say: the option is the best guess
+        return options.workers
+
+
+def _run_groups(job: LoadJob, groups: list[list[str]], dask, summary: LoadSummary, log, progress: bool,
+                n_files: int) -> None:
+    bar = _progress(n_files, progress)
+    try:
+        if dask is None:
+            results = (load_group(job, keys) for keys in groups)
+        else:
+            from dask.distributed import as_completed
+
+            futures = dask.map(load_group, [job] * len(groups), groups, pure=False)
+            _PENDING.update(futures)
+            results = (future.result() for future in as_completed(futures, loop=dask.loop))
+        for result in results:
+            for data in result:
+                outcome = FileOutcome.from_dict(data)
+                summary.files.append(outcome)
+                if outcome.status == "failed":
+                    log(f"FAILED {outcome.path}: {outcome.reason}")
+            if bar is not None:
+                bar.update(len(result))
+    finally:
+        _PENDING.clear()
+        if bar is not None:
+            bar.close()
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or not total:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="load", unit="file", disable=None, leave=False)
+
+
+def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
+    """Finish what interrupted loads left behind on paths this load will not touch."""
+    ctx = _context(job)
+    stale = ctx.ledger.held({}) + ctx.retry("reading the ledger", lambda: list(
+        ctx.ledger.coll.find({"drop.0": {"$exists": True}, "owner": {"$exists": False}})))
+    done = []
+    for entry in stale:
+        key = entry["_id"]
+        owner = entry.get("owner")
+        if key in loading_now or (owner and not is_dead(owner) and owner.get("run_id") != job.run_id
+                                  and not _lease_over(ctx, entry)):
+            continue
+        if recover(ctx, key):
+            done.append(key)
+    return done
+
+
+def _lease_over(ctx: FileContext, entry: dict) -> bool:
+    lease = entry.get("lease_until")
+    return lease is None or lease < ctx.claims.now()
+
+
+def _recover_run(job: LoadJob) -> list[str]:
+    """After Ctrl-C: roll back the files this run's workers left half-written."""
+    if job.dry_run:
+        return []
+    ctx = _context(job)
+    ctx.retry.budget_s = min(ctx.retry.budget_s, 10.0)
+    ctx.claims.max_wait_s = min(ctx.claims.max_wait_s, 10.0)  # a worker still alive finishes its own
+    try:
+        held = ctx.ledger.held({"owner.run_id": job.run_id})
+        return [e["_id"] for e in held if recover(ctx, e["_id"])]
+    except SciIngestError:
+        return []  # the server is gone too: the next run finishes the rollback
