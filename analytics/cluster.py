@@ -51,7 +51,7 @@ def dask_client(scheduler_address: str | None = None,
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
         )
     except (OSError, TimeoutError) as exc:
         raise AnalysisError(f"could not start a local Dask cluster: {exc}") from exc

@@ -31,7 +31,7 @@ _EXPORTS = {
     "load_paths": "ingest.load:load_paths",
     "LoadOptions": "ingest.load:LoadOptions",
     "LoadSummary": "ingest.load:LoadSummary",
-    "LoadInterrupted": "ingest.load:LoadInterrupted",
+    "LoadStopped": "ingest.load:LoadStopped",
     "detect_format": "ingest.parsers:detect",
     "get_format": "ingest.parsers:get",
     "open_input": "ingest.fileio:open_binary",
@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         AnalysisError, ConfigError, DatabaseError, InputError, ParseError, SciIngestError, ServerError,
         UnknownFormat, UnsupportedFeature, ValidationFailed,
     )
-    from ingest.load import LoadInterrupted, LoadOptions, LoadSummary, load_paths  # noqa: F401
+    from ingest.load import LoadStopped, LoadOptions, LoadSummary, load_paths  # noqa: F401
     from ingest.model import Hit, Hsp, Query  # noqa: F401
     from ingest.pipeline import STEPS, RunReport, run  # noqa: F401
 

@@ -48,10 +48,10 @@ DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
 
 Index = list[tuple[str, int]]
 
-#: What the loader needs while it writes: documents by content (rollback, old versions).
+#: What the loader needs while it writes: records by content (rollback, old versions).
+#: A search file's documents need none: their ``_id`` s start with their content's
+#: sha256 (``ingest.documents.search``), so the ``_id`` index finds them by prefix.
 LOAD_INDEXES: dict[str, list[Index]] = {
-    SEARCHES: [[("source.sha256", 1)]],
-    HITS: [[("source.sha256", 1)]],
     MATERIALS: [[("_source.sha256", 1)]],
     TASKS: [[("_source.sha256", 1)]],
     LEDGER: [[("sha256", 1)], [("status", 1)]],
@@ -61,8 +61,8 @@ LOAD_INDEXES: dict[str, list[Index]] = {
 
 #: What analysts' questions and the analyses need (built after a bulk load).
 QUERY_INDEXES: dict[str, list[Index]] = {
-    SEARCHES: [[("query_id", 1)], [("source.path", 1)]],
-    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)], [("source.path", 1)]],
+    SEARCHES: [[("query_id", 1)], [("source.path", 1)], [("source.sha256", 1)]],
+    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)]],
     MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
     TASKS: [[("material_id", 1)]],
 }

@@ -29,7 +29,7 @@ import hashlib
 from pathlib import Path
 
 from ingest.catalog import LEDGER
-from ingest.mongo import Retry
+from ingest.mongo import Retry, durable
 
 #: Fields the planner reads to decide, per file, whether it must be loaded.
 PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
@@ -77,12 +77,16 @@ class Ledger:
                           {"_id": 1, "records": 1, "format": 1})
 
     def held(self, query: dict) -> list[dict]:
-        """Entries being loaded (``status: loading``) that also match ``query``."""
-        return self.retry("reading the ledger", lambda: list(self.coll.find({"status": "loading", **query})))
+        """Entries a loader holds (or held when it stopped), that also match ``query``."""
+        return self.retry("reading the ledger", lambda: list(self.coll.find({"owner": {"$exists": True}, **query})))
 
     def update(self, key: str, owner_id: str | None, set_fields: dict | None = None,
-               unset: tuple[str, ...] = (), push_drop: list[str] | None = None) -> bool:
-        """Update the entry of ``key`` if ``owner_id`` still holds it (any entry when None)."""
+               unset: tuple[str, ...] = (), push_drop: list[str] | None = None, journaled: bool = False) -> bool:
+        """Update the entry of ``key`` if ``owner_id`` still holds it (any entry when None).
+
+        ``journaled``: acknowledged only once the journal holds it and every write
+        before it (see :func:`ingest.mongo.durable`): for the entry's final state.
+        """
         query: dict = {"_id": key}
         if owner_id is not None:
             query["owner.id"] = owner_id
@@ -93,9 +97,16 @@ class Ledger:
             change["$unset"] = {name: "" for name in unset}
         if push_drop:
             change["$addToSet"] = {"drop": {"$each": push_drop}}
-        result = self.retry(f"writing the ledger entry of {key}", self.coll.update_one, query, change)
+        coll = durable(self.coll) if journaled else self.coll
+        result = self.retry(f"writing the ledger entry of {key}", coll.update_one, query, change)
         return result.matched_count == 1
 
+    def remove(self, key: str, owner_id: str) -> None:
+        """Delete an entry that never got further than its claim (it stands for nothing)."""
+        self.retry(f"removing the ledger entry of {key}", self.coll.delete_one,
+                   {"_id": key, "owner.id": owner_id, "status": {"$exists": False}})
+
     def pull_drop(self, key: str, sha256: str) -> None:
-        self.retry(f"writing the ledger entry of {key}", self.coll.update_one,
+        """The documents of ``sha256`` are gone: journaled, so the deletion is durable first."""
+        self.retry(f"writing the ledger entry of {key}", durable(self.coll).update_one,
                    {"_id": key}, {"$pull": {"drop": sha256}})

@@ -52,7 +52,7 @@ __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes", "shard_collections",
     "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
-    "parse_write_concern", "drop_indexes", "claim",
+    "parse_write_concern", "drop_indexes", "claim", "durable",
 ]
 
 APP_NAME = "sci-ingest"
@@ -70,7 +70,8 @@ _CANNOT_CREATE_INDEX = 67
 
 
 # ------------------------------------------------------------------ clients
-def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None) -> dict:
+def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None,
+              retry_writes: bool | None, socket_timeout_ms: int | None) -> dict:
     """Client keyword options, leaving out every option the URI already sets."""
     written = uri.partition("?")[2].lower()
     options = {
@@ -79,21 +80,33 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
         "connectTimeoutMS": min(timeout_ms, 20_000),
         "maxPoolSize": max_pool_size,
     }
+    if retry_writes is not None:
+        options["retryWrites"] = retry_writes
+    if socket_timeout_ms is not None:
+        options["socketTimeoutMS"] = socket_timeout_ms
     for key, value in (write_concern or {}).items():
         options[{"j": "journal", "wtimeout": "wTimeoutMS"}.get(key, key)] = value
     return {k: v for k, v in options.items() if f"{k.lower()}=" not in written}
 
 
 def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_POOL_SIZE,
-           write_concern: dict | None = None) -> pymongo.MongoClient:
+           write_concern: dict | None = None, retry_writes: bool | None = None,
+           socket_timeout_ms: int | None = None) -> pymongo.MongoClient:
     """A client for ``uri`` (not yet contacted: pymongo connects on first use).
 
     ``write_concern`` is e.g. ``{"w": "majority", "j": True}``; by default the
-    URI's (or the server's) write concern is in force.  A malformed URI raises
-    :class:`ConfigError`.
+    URI's (or the server's) write concern is in force.  ``retry_writes=False``
+    turns the driver's own single retry of a write off, for callers whose writes
+    are idempotent and retried by :class:`Retry` (the loader): a whole batch is
+    then sent again, which does not depend on how the server remembers a write
+    it half did before it restarted.  ``socket_timeout_ms`` bounds the wait for
+    any one reply (default: none), for callers whose every operation is short:
+    a reply that never comes then becomes a retried timeout instead of a hang.
+    A malformed URI raises :class:`ConfigError`.
     """
     try:
-        return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern))
+        return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
+                                                    socket_timeout_ms))
     except (ConfigurationError, ValueError, TypeError) as exc:
         raise ConfigError(f"bad MongoDB URI {redact(str(uri))!r}: {exc}") from exc
 
@@ -122,7 +135,7 @@ def shared_client(uri: str, **options) -> pymongo.MongoClient:
     includes the process id, so a forked child never reuses its parent's
     sockets.
     """
-    key = (os.getpid(), uri, tuple(sorted(options.items())))
+    key = (os.getpid(), uri, repr(sorted(options.items())))
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:
@@ -291,6 +304,19 @@ def parse_write_concern(spec: str) -> dict:
     if not options:
         raise ConfigError(f"write concern {spec!r} is empty (expected e.g. w=majority,j=true)")
     return options
+
+
+def durable(collection):
+    """``collection`` writing with ``j: true`` added to its write concern.
+
+    A journaled write is acknowledged only once the server's journal holds it
+    and everything written before it, so a ledger entry written this way after
+    a file's documents never outlives them in a crash (with ``w: 1`` alone, a
+    server killed at the wrong moment loses the last acknowledged writes).
+    """
+    from pymongo.write_concern import WriteConcern
+
+    return collection.with_options(write_concern=WriteConcern(**{**collection.write_concern.document, "j": True}))
 
 
 def write_concern_of(mongo: pymongo.MongoClient) -> dict:

@@ -250,7 +250,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
     ``analyses`` chooses the analyses; ``load_options`` (``ingest.load.LoadOptions``)
     the load's workers, write concern, retries, ...; ``force`` reloads known files.
     """
-    from ingest.load import LoadInterrupted, LoadOptions
+    from ingest.load import LoadOptions, LoadStopped
 
     run_id = run_id or new_run_id()
     options = load_options or LoadOptions()
@@ -262,7 +262,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
         report = RunReport(run_id=run_id, server=conn.info, uri=conn.uri)
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
         report.stages = timings.records
-        interrupted = None
+        stopped = None
         try:
             with ExitStack() as stack:  # the cluster closes here, before a rollback after Ctrl-C
                 cluster = Cluster(settings, timings, stack, options.workers)
@@ -276,19 +276,25 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                 if "validate" in steps:
                     report.validation = validate_step(conn, timings, settings)
                     report.validation.raise_for_critical()
-        except LoadInterrupted as exc:
-            interrupted = exc
+        except LoadStopped as exc:
+            stopped = exc
         except ValidationFailed as exc:
             report.error = str(exc)
             report.exit_code = EXIT_FATAL
         except SciIngestError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
-        if interrupted is not None:
-            interrupted.roll_back()
-            report.load, report.resume = interrupted.summary, interrupted.resume
-            _load_rows(timings, interrupted.summary, 0.0)
-            report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
+        if stopped is not None:
+            stopped.roll_back()
+            report.load, report.resume = stopped.summary, stopped.resume
+            if stopped.interrupted:
+                report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
+            else:
+                report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
+            try:
+                _load_rows(timings, stopped.summary, 0.0)
+            except SciIngestError:
+                pass  # the server is gone: the report still says what was done
         return report
 
 

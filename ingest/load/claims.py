@@ -82,7 +82,10 @@ def is_dead(owner: dict | None) -> bool:
     import psutil
 
     try:
-        return abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["started"])) > 1.0
+        process = psutil.Process(int(owner["pid"]))
+        if abs(process.create_time() - float(owner["started"])) > 1.0:
+            return True  # the pid belongs to another process now
+        return process.status() == psutil.STATUS_ZOMBIE  # killed, not yet reaped by its new parent
     except (psutil.NoSuchProcess, KeyError, ValueError, TypeError):
         return True
     except psutil.Error:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ingest import parsers
 from ingest.catalog import CLAIMS, HITS, MATERIALS, SEARCHES, TASKS
-from ingest.documents import record_document, search_documents
+from ingest.documents import record_document, search_documents, search_id
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
 from ingest.fileio import open_binary
 from ingest.ledger import Ledger, sha256_of
@@ -43,13 +43,21 @@ from ingest.load.writer import INSERT, UPSERT, PipelinedWriter
 from ingest.mongo import Retry
 from ingest.timing import utcnow
 
-__all__ = ["FileContext", "load_file", "recover", "CONTENT_FIELDS"]
+__all__ = ["FileContext", "load_file", "recover", "content_filters"]
 
 MAX_ERRORS_KEPT = 50
 RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
-#: Where the documents of a content live, by the field that names their content.
-CONTENT_FIELDS = ((SEARCHES, "source.sha256"), (HITS, "source.sha256"),
-                  (MATERIALS, "_source.sha256"), (TASKS, "_source.sha256"))
+def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
+    """(collection, filter) pairs selecting every document made from the content ``sha``.
+
+    Search documents by the prefix their ids share (``search_id`` =
+    ``sha[:20]:<query>``; the ``_id`` index, or the hits' ``search_id`` index,
+    serves the range), records by ``_source.sha256``.
+    """
+    prefix = search_id(sha, 0)[:-1]  # "<sha[:20]>:"
+    in_range = {"$gte": prefix, "$lt": prefix[:-1] + ";"}  # ";" follows ":"
+    return ((SEARCHES, {"_id": in_range}), (HITS, {"search_id": in_range}),
+            (MATERIALS, {"_source.sha256": sha}), (TASKS, {"_source.sha256": sha}))
 
 
 @dataclass
@@ -126,15 +134,10 @@ def _load_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutcom
         return _fail(ctx, entry, outcome, str(exc), drop=stale)
     outcome.format = fmt.name
     with ctx.claims.content(sha):
-        ctx.ledger.update(key, ctx.owner.id, {
-            "status": "loading", "run_id": ctx.run_id, "format": fmt.name,
-            "pending": {"sha256": sha, "size": stat.st_size, "mtime": stat.st_mtime, "format": fmt.name}},
-            push_drop=stale)
+        pending = {"status": "loading", "run_id": ctx.run_id, "format": fmt.name,
+                   "pending": {"sha256": sha, "size": stat.st_size, "mtime": stat.st_mtime, "format": fmt.name}}
         try:
-            if fmt.kind == "search":
-                _write_search_file(ctx, path, fmt, outcome)
-            else:
-                _write_record_file(ctx, path, fmt, outcome)
+            rewritten = _write_durably(ctx, path, fmt, outcome, pending, stale)
         except ServerUnavailable:
             raise  # not this file's fault: the run stops (the next one finishes this file)
         except (ParseError, InputError, DatabaseError, OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -144,6 +147,8 @@ def _load_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutcom
             reason = str(exc) if isinstance(exc, SciIngestError) else f"{path}: cannot read: {exc}"
             _drop_contents(ctx, key, [sha], held=sha)  # nothing of it stays written
             return _fail(ctx, entry, outcome, reason, drop=stale)
+        if rewritten:  # what the server had before it restarted was written by this load too
+            outcome.inserted, outcome.existing = outcome.inserted + outcome.existing, 0
         if (entry.get("pending") or {}).get("sha256") == sha and entry.get("run_id") == ctx.run_id:
             # this run's own earlier attempt (a worker that died) wrote part of it
             outcome.inserted, outcome.existing = outcome.inserted + outcome.existing, 0
@@ -161,6 +166,45 @@ def _load_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutcom
 
 
 # ------------------------------------------------------------------ writing
+#: How often a file is written again because the server restarted while it was written.
+MAX_REWRITES = 3
+
+
+def _write_durably(ctx: FileContext, path: Path, fmt, outcome: FileOutcome, pending: dict,
+                   stale: list[str]) -> bool:
+    """Write the file's documents so that none can be lost after the entry says ``loaded``.
+
+    A server acknowledges ``w: 1`` writes before its journal holds them; killed
+    then, it loses the last ones.  So after the documents, a journaled write to
+    the entry (which the server acknowledges only once its journal holds it and
+    everything before it) is a barrier, and the server's identity
+    (``hello.topologyVersion.processId``) read before the documents and after the
+    barrier must not have changed: otherwise the server restarted in between,
+    may have lost what it acknowledged, and the file is written again (the
+    documents are idempotent).  True when the file had to be written again.
+    """
+    key = outcome.path
+    for attempt in range(MAX_REWRITES + 1):
+        before = _incarnation(ctx)
+        if attempt:
+            ctx.claims.claim_path(key)  # the restarted server may have lost the claim too
+        ctx.ledger.update(key, ctx.owner.id, pending, push_drop=stale)
+        if fmt.kind == "search":
+            _write_search_file(ctx, path, fmt, outcome)
+        else:
+            _write_record_file(ctx, path, fmt, outcome)
+        held = ctx.ledger.update(key, ctx.owner.id, {"pending.written": utcnow()}, journaled=True)
+        if held and _incarnation(ctx) == before:
+            return attempt > 0
+    raise ServerUnavailable(f"{path}: the server restarted {MAX_REWRITES + 1} times while the file was written")
+
+
+def _incarnation(ctx: FileContext):
+    """Which run of the server process answers (changes when it restarts); None if it does not say."""
+    hello = ctx.retry("asking the server hello", ctx.db.client.admin.command, "hello")
+    return (hello.get("topologyVersion") or {}).get("processId")
+
+
 def _write_search_file(ctx: FileContext, path: Path, fmt, outcome: FileOutcome) -> None:
     parse = fmt.load()
     source, sha = str(path), outcome.sha256
@@ -316,7 +360,7 @@ def _finish(ctx: FileContext, key: str, set_fields: dict, drop: list[str] = (),
     """Write the entry's final state and release it; then delete what it dropped."""
     drop = list(dict.fromkeys(drop))
     ctx.ledger.update(key, ctx.owner.id, set_fields, unset=("owner", "lease_until", *unset),
-                      push_drop=drop)
+                      push_drop=drop, journaled=True)
     if drop:
         _drop_contents(ctx, key, drop)
 
@@ -350,8 +394,8 @@ def _drop_contents(ctx: FileContext, key: str, shas: list[str], held: str | None
 def _delete_unreferenced(ctx: FileContext, key: str, sha: str) -> None:
     if ctx.ledger.loaded_with_sha(sha, exclude=key):
         return  # another path stands for the same content: its documents stay
-    for coll, field in CONTENT_FIELDS:
-        ctx.retry(f"removing documents of {sha[:12]} from {coll}", ctx.db[coll].delete_many, {field: sha})
+    for coll, selector in content_filters(sha):
+        ctx.retry(f"removing documents of {sha[:12]} from {coll}", ctx.db[coll].delete_many, selector)
 
 
 def _abandon(ctx: FileContext, key: str) -> None:
@@ -396,6 +440,9 @@ def recover(ctx: FileContext, key: str) -> bool:
         return False
     pending = (entry.get("pending") or {}).get("sha256")
     drop = [s for s in (pending, *entry.get("drop", ())) if s and s != entry.get("sha256")]
+    if not entry.get("status") and not drop:
+        ctx.ledger.remove(key, ctx.owner.id)  # claimed, then stopped before anything happened
+        return True
     fields: dict = {}
     if entry.get("status") == "loading":
         fields = {"status": "loaded" if entry.get("sha256") else "failed",

@@ -26,12 +26,12 @@ from ingest.load.outcome import FileOutcome
 __all__ = ["FileTask", "discover", "plan", "group"]
 
 #: Bounds of a task's size: at least this many bytes when there is enough work ...
-MIN_TASK_BYTES = 4 << 20
+MIN_TASK_BYTES = 1 << 20
 #: ... at most this many (a bigger file is a task alone), and at most MAX_TASK_FILES files.
 MAX_TASK_BYTES = 64 << 20
 MAX_TASK_FILES = 500
 #: Tasks per worker to aim for, so that one slow task does not leave the others idle.
-TASKS_PER_WORKER = 4
+TASKS_PER_WORKER = 8
 
 
 @dataclass(frozen=True)

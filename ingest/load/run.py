@@ -11,8 +11,10 @@ the rest into tasks and runs :func:`load_group` for each:
   Dask on another worker, and the claims make that exact;
 * or, for one worker and no scheduler, in this process (the same function).
 
-Ctrl-C stops the load: files finished stay loaded, the ones in flight are
-rolled back, and :class:`LoadInterrupted` carries the summary for the report.
+Ctrl-C, or a server that stays away longer than the retries allow, stops the
+load: files finished stay loaded, the ones in flight are rolled back (when the
+server answers), and :class:`LoadStopped` carries the summary and the command
+that resumes for the report.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ingest.catalog import TIMINGS
+from ingest.catalog import CLAIMS, TIMINGS
 from ingest.config import default_workers
-from ingest.errors import ConfigError, SciIngestError
+from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
 from ingest.ledger import Ledger
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, load_file, recover
@@ -35,7 +37,7 @@ from ingest.load.writer import PipelinedWriter
 from ingest.mongo import Retry, replace_documents, shared_client, write_concern_of
 from ingest.timing import StageRecord
 
-__all__ = ["LoadOptions", "LoadJob", "LoadInterrupted", "load_paths", "load_group"]
+__all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group"]
 
 
 @dataclass(frozen=True)
@@ -67,27 +69,39 @@ class LoadJob:
     max_wait_s: float = MAX_WAIT_S
 
 
-class LoadInterrupted(SciIngestError):
-    """Ctrl-C stopped the load; ``summary`` says what was finished, ``resume`` the command to go on.
+class LoadStopped(SciIngestError):
+    """The load stopped before its end: Ctrl-C (``interrupted``) or the server gone (``cause``).
 
+    ``summary`` says what was finished, ``resume`` is the command that goes on.
     Call :meth:`roll_back` once the workers are gone (the cluster closed): it
     rolls back the files they left half-written and lists them in the summary.
     """
 
-    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str):
-        self.summary = summary
-        self.job = job
-        self.resume = resume
-        super().__init__(f"interrupted; resume with: {resume}")
+    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str, cause: SciIngestError | None = None):
+        self.summary, self.job, self.resume, self.cause = summary, job, resume, cause
+        self.interrupted = cause is None
+        what = "interrupted (Ctrl-C)" if cause is None else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"{what}; resume with: {resume}")
 
     def roll_back(self) -> list[str]:
+        """Roll back what the workers left half-written; count what they finished (from the ledger)."""
         done = _recover_run(self.job)
         self.summary.rolled_back += done
+        _add_finished(self.job, self.summary)
         return done
 
 
 # ------------------------------------------------------------------ worker side
+#: The longest a loader waits for one reply (a batch of 1,000 documents takes well under a
+#: second): a reply that never comes is then a timeout, retried, not a hang.
+SOCKET_TIMEOUT_MS = 120_000
+
 _CONTEXTS: dict[tuple, FileContext] = {}
+
+
+def _client(uri: str, write_concern: dict | None):
+    """The loader's client: its writes are retried by sci-ingest (idempotent), not by the driver."""
+    return shared_client(uri, write_concern=write_concern, retry_writes=False, socket_timeout_ms=SOCKET_TIMEOUT_MS)
 
 
 def _context(job: LoadJob) -> FileContext:
@@ -95,7 +109,7 @@ def _context(job: LoadJob) -> FileContext:
     key = (os.getpid(), repr(job))
     ctx = _CONTEXTS.get(key)
     if ctx is None:
-        db = shared_client(job.uri, write_concern=job.write_concern)[job.db_name]
+        db = _client(job.uri, job.write_concern)[job.db_name]
         retry = Retry(job.retry_s, uri=job.uri)
         owner = Owner.this_process(job.run_id)
         live = not job.dry_run
@@ -146,14 +160,14 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
 
     ``dask``: a function returning the ``distributed.Client`` to run the tasks
     on, called only when there is something to load (None: in this process).  ``on_plan`` is called with the files to load before any is
-    loaded (the index plan uses it).  Raises :class:`LoadInterrupted` on Ctrl-C
-    and :class:`ingest.errors.ServerUnavailable` when the server stays away.
+    loaded (the index plan uses it).  Raises :class:`LoadStopped` on Ctrl-C and
+    when the server stays away longer than the retries allow.
     """
     log = log or (lambda message: None)
     job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, server_kind=server_kind,
                   batch_size=options.batch_size, force=options.force, dry_run=options.dry_run,
                   write_concern=options.write_concern, retry_s=options.retry_s)
-    db = shared_client(uri, write_concern=options.write_concern)[db_name]
+    db = _client(uri, options.write_concern)[db_name]
     retry = Retry(options.retry_s, uri=uri)
     in_force = write_concern_of(db.client)
     if not options.dry_run and in_force.get("w") == 0:
@@ -175,11 +189,14 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     groups = group(todo, summary.workers)
     try:
         _run_groups(job, groups, client, summary, log, options.progress, len(todo))
-    except KeyboardInterrupt:
-        summary.interrupted = True
+    except (KeyboardInterrupt, ServerUnavailable) as exc:
+        summary.interrupted = isinstance(exc, KeyboardInterrupt)
         if client is not None:
             client.cancel(list(_PENDING))
-        raise LoadInterrupted(summary, job, resume="sci-ingest " + shlex.join(sys.argv[1:])) from None
+        cause = None if summary.interrupted else exc
+        raise LoadStopped(summary, job, "sci-ingest " + shlex.join(sys.argv[1:]), cause) from None
+    if not options.dry_run:
+        _release_leftovers(job)
     summary.retries += retry.retries
     return summary
 
@@ -238,13 +255,49 @@ def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
     done = []
     for entry in stale:
         key = entry["_id"]
-        owner = entry.get("owner")
-        if key in loading_now or (owner and not is_dead(owner) and owner.get("run_id") != job.run_id
-                                  and not _lease_over(ctx, entry)):
+        if key in loading_now or _alive(ctx, job, entry):
             continue
         if recover(ctx, key):
             done.append(key)
+    for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find())):
+        if not _alive(ctx, job, held):  # its owner stopped: the claim protects nothing any more
+            ctx.retry("releasing a stale claim", ctx.db[CLAIMS].delete_one,
+                      {"_id": held["_id"], "owner.id": held["owner"]["id"]})
     return done
+
+
+def _alive(ctx: FileContext, job: LoadJob, held: dict) -> bool:
+    """Whether the owner of ``held`` (an entry or a claim) may still be working on it."""
+    owner = held.get("owner")
+    return bool(owner) and not is_dead(owner) and owner.get("run_id") != job.run_id and not _lease_over(ctx, held)
+
+
+def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
+    """Files this run finished whose task did not report back before the stop."""
+    if job.dry_run:
+        return
+    ctx = _context(job)
+    known = {f.path for f in summary.files}
+    try:
+        entries = ctx.retry("reading the ledger", lambda: list(ctx.ledger.coll.find(
+            {"run_id": job.run_id, "status": "loaded"}, {"pending": 0, "errors": 0, "warnings": 0})))
+    except SciIngestError:
+        return  # the server is gone: the report keeps what the tasks reported
+    for e in entries:
+        if e["_id"] not in known:
+            summary.files.append(FileOutcome(
+                path=e["_id"], status="loaded", format=e.get("format"), sha256=e.get("sha256"),
+                size=e.get("size", 0), records=dict(e.get("records") or {}), inserted=e.get("inserted", 0),
+                updated=e.get("updated", 0), existing=e.get("existing", 0)))
+
+
+def _release_leftovers(job: LoadJob) -> None:
+    """After a finished load: claims of this run still on record are ghosts (a server that
+    restarted lost their release); let them go, and finish any entry they still hold."""
+    ctx = _context(job)
+    ctx.retry("releasing claims", ctx.db[CLAIMS].delete_many, {"owner.run_id": job.run_id})
+    for entry in ctx.ledger.held({"owner.run_id": job.run_id}):
+        recover(ctx, entry["_id"])
 
 
 def _lease_over(ctx: FileContext, entry: dict) -> bool:
@@ -253,7 +306,7 @@ def _lease_over(ctx: FileContext, entry: dict) -> bool:
 
 
 def _recover_run(job: LoadJob) -> list[str]:
-    """After Ctrl-C: roll back the files this run's workers left half-written."""
+    """After a stop: roll back the files this run's workers left half-written (if the server answers)."""
     if job.dry_run:
         return []
     ctx = _context(job)

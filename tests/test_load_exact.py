@@ -1,0 +1,273 @@
+"""Loading is exact whatever stops it: kill -9, a dead worker, the server killed, Ctrl-C, a rival load.
+
+Every test runs ``sci-ingest load`` as a user does (the console script, a
+subprocess) against a server of its own (so the server can be killed), on a
+corpus of 220 distinct real files (``tests/load_corpus.py``), and compares the
+database with one clean load: the same ``_id`` sets and counts in searches,
+hits, materials and tasks, every file ``loaded`` in the ledger, nothing doubled,
+no claim left.  Kills happen when the ledger shows a given share of the files
+loaded, so they land in the middle of the load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pymongo
+import pytest
+
+import load_corpus
+from ingest.ledger import sha256_of
+from ingest.server import EmbeddedServer
+
+BIN = Path(sys.executable).parent / "sci-ingest"
+pytestmark = pytest.mark.skipif(os.environ.get("SCI_INGEST_TEST_URI") is not None,
+                                reason="these tests kill and restart a server of their own")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    files = load_corpus.build(folder)
+    assert len(files) >= 220
+    return folder
+
+
+class Server:
+    """A SecantusDB server process on a fixed port and data directory, to kill and start again."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.server = EmbeddedServer(folder / "db", log_path=folder / "server.log")
+        self.uri = self.server.start()
+        self.port = self.server.port
+        self.client = pymongo.MongoClient(self.uri)
+
+    def kill(self) -> None:
+        self.server.process.send_signal(signal.SIGKILL)
+        self.server.process.wait(10)
+
+    def start(self) -> None:
+        self.server = EmbeddedServer(self.folder / "db", port=self.port, log_path=self.folder / "server.log")
+        self.server.start()
+
+    def stop(self) -> None:
+        self.client.close()
+        self.server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = Server(tmp_path_factory.mktemp("exact-server"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def clean(server, corpus) -> dict:
+    """The state after one clean load with one worker."""
+    name = f"clean_{uuid.uuid4().hex[:6]}"
+    proc, report = run_load(server, name, corpus, "--workers", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["files"]["files_loaded"] == 220 and report["failed"] == []
+    return load_corpus.snapshot(server.client[name])
+
+
+def run_load(server, db_name, *paths, extra_env=None, **popen):
+    proc = start_load(server, db_name, *paths, extra_env=extra_env, **popen)
+    out, err = proc.communicate(timeout=600)
+    proc.stdout, proc.stderr = out, err
+    return proc, (json.loads(out) if out.strip().startswith("{") else None)
+
+
+def start_load(server, db_name, *args, extra_env=None, **popen):
+    env = {**os.environ, "MONGODB_URI": server.uri, "SCI_INGEST_HOME": str(server.folder / "home"),
+           **(extra_env or {})}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    argv = [str(BIN), "load", "--json", "-q", "--db", db_name, *map(str, args)]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def wait_for_loaded(client, db_name: str, share: float, proc, total: int = 220) -> int:
+    """Block until ``share`` of the files are loaded (while ``proc`` still runs); the count."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        n = client[db_name].ingest_files.count_documents({"status": "loaded"})
+        if n >= share * total:
+            return n
+        assert proc.poll() is None, "the load ended before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError("the load made no progress")
+
+
+def assert_exact(server, db_name: str, clean: dict) -> None:
+    db = server.client[db_name]
+    assert load_corpus.snapshot(db) == clean
+    assert db.ingest_claims.count_documents({}) == 0
+    assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
+    assert db.ingest_files.count_documents({"drop.0": {"$exists": True}}) == 0
+
+
+def test_four_workers_give_exactly_what_one_gives(server, corpus, clean):
+    name = f"w4_{uuid.uuid4().hex[:6]}"
+    proc, report = run_load(server, name, corpus, "--workers", "4")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["load"]["workers"] == 4 and report["files"]["files_loaded"] == 220
+    assert_exact(server, name, clean)
+    workers = {r["worker"] for r in server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})}
+    assert len(workers) >= 2, workers  # the files really were spread over worker processes
+
+
+def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, corpus, clean):
+    name = f"kill_{uuid.uuid4().hex[:6]}"
+    seen = []
+    for share in (0.1, 0.4, 0.7):
+        proc = start_load(server, name, corpus, "--workers", "2")
+        seen.append(wait_for_loaded(server.client, name, share, proc))
+        proc.kill()  # the command; its worker processes die with it
+        proc.wait(30)
+        assert proc.returncode == -signal.SIGKILL
+    assert seen == sorted(seen) and seen[-1] < 220
+    proc, report = run_load(server, name, corpus, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    files = report["files"]
+    assert files["files_loaded"] + files["files_skipped"] == 220 and files["files_skipped"] >= seen[-1]
+    assert_exact(server, name, clean)
+
+
+def test_a_killed_worker_loses_nothing(server, corpus, clean):
+    name = f"worker_{uuid.uuid4().hex[:6]}"
+    proc = start_load(server, name, corpus, "--workers", "2")
+    wait_for_loaded(server.client, name, 0.2, proc)
+    workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+               if "dask worker" in " ".join(c.cmdline()) or c.name().startswith("dask worker")]
+    assert workers, [c.cmdline() for c in psutil.Process(proc.pid).children(recursive=True)]
+    workers[0].kill()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    report = json.loads(out)
+    assert report["files"]["files_loaded"] == 220  # every file counted once, by whoever finished it
+    assert_exact(server, name, clean)
+
+
+def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus, clean):
+    """Down for longer than pymongo waits for a server (1 s here): the loader's own retries carry it."""
+    name = f"restart_{uuid.uuid4().hex[:6]}"
+    impatient = {"MONGODB_URI": server.uri + "&serverSelectionTimeoutMS=1000"}
+    proc = start_load(server, name, corpus, "--workers", "2", extra_env=impatient)
+    wait_for_loaded(server.client, name, 0.3, proc)
+    server.kill()
+    time.sleep(4)
+    server.start()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    report = json.loads(out)
+    assert report["load"]["retries"] > 0
+    assert_exact(server, name, clean)
+
+
+def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, clean):
+    name = f"gone_{uuid.uuid4().hex[:6]}"
+    proc = start_load(server, name, corpus, "--workers", "2", "--retry-for", "3")
+    wait_for_loaded(server.client, name, 0.3, proc)
+    server.kill()
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        server.start()
+    assert proc.returncode == 1, (out[-1000:], err[-2000:])
+    report = json.loads(out)
+    assert "cannot reach MongoDB" in report["error"] and "Traceback" not in err
+    proc, report = run_load(server, name, corpus, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_exact(server, name, clean)
+
+
+def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, corpus, clean):
+    name = f"sigint_{uuid.uuid4().hex[:6]}"
+    proc = start_load(server, name, corpus, "--workers", "2", start_new_session=True)
+    wait_for_loaded(server.client, name, 0.3, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out[-2000:], err[-2000:])
+    report = json.loads(out)
+    assert report["status"] == "interrupted" and report["resume"].startswith("sci-ingest load")
+    assert 0 < report["files"]["files_loaded"] < 220
+    db = server.client[name]
+    assert db.ingest_files.count_documents({"status": "loading"}) == 0
+    assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
+    proc, report = run_load(server, name, corpus, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_exact(server, name, clean)
+
+
+def test_two_loads_of_overlapping_inputs_end_exact_and_their_reports_add_up(server, corpus, clean):
+    files = sorted((corpus / "pasta").iterdir()) + sorted((corpus / "records").iterdir())
+    third = len(files) // 3
+    first, second = files[: 2 * third], files[third:]
+    name = f"rivals_{uuid.uuid4().hex[:6]}"
+    a = start_load(server, name, *first, "--workers", "2")
+    b = start_load(server, name, *second, "--workers", "2")
+    reports = []
+    for proc in (a, b):
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        reports.append(json.loads(out))
+    loaded = sum(r["files"]["files_loaded"] for r in reports)
+    skipped = sum(r["files"]["files_skipped"] for r in reports)
+    assert loaded == 220 and loaded + skipped == len(first) + len(second)
+    assert sum(r["inserted"] for r in reports) == sum(clean["counts"].values())
+    assert_exact(server, name, clean)
+
+
+def test_an_interrupted_reload_of_changed_files_leaves_no_old_version(server, corpus, clean, tmp_path):
+    """The files change after a load; the reload is killed half-way; the rerun ends as a clean load of the new files."""
+    changed = tmp_path / "changed"
+    shutil.copytree(corpus, changed)
+    name = f"changed_{uuid.uuid4().hex[:6]}"
+    proc, _ = run_load(server, name, changed, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pasta = sorted((changed / "pasta").iterdir())
+    for i, path in enumerate(pasta[:120]):  # new content: another real pair (and touched)
+        path.write_bytes(pasta[-1 - i].read_bytes() + pasta[i].read_bytes())
+    expected_name = f"expected_{uuid.uuid4().hex[:6]}"
+    proc, _ = run_load(server, expected_name, changed, "--workers", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    expected = load_corpus.snapshot(server.client[expected_name])
+
+    new_versions = {str(p.resolve()): sha256_of(p) for p in pasta[:120]}
+    ledger = server.client[name].ingest_files
+    proc = start_load(server, name, changed, "--workers", "2")
+    deadline = time.monotonic() + 300
+    while sum(1 for e in ledger.find({"_id": {"$in": list(new_versions)}, "status": "loaded"})
+              if e["sha256"] == new_versions[e["_id"]]) < 40:
+        assert proc.poll() is None, "the reload ended before it could be interrupted"
+        assert time.monotonic() < deadline, "the reload made no progress"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(30)
+    proc, _ = run_load(server, name, changed, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_exact(server, name, expected)
+
+
+def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(server, corpus):
+    name = f"wc_{uuid.uuid4().hex[:6]}"
+    one = sorted((corpus / "pasta").iterdir())[0]
+    proc, report = run_load(server, name, one, "--write-concern", "w=0")
+    assert proc.returncode == 1 and "w=0" in (report or {}).get("error", proc.stderr)
+    assert server.client[name].hits.count_documents({}) == 0
+    proc, report = run_load(server, name, one, "--write-concern", "w=1,j=true", "--workers", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["load"]["write_concern"] == {"w": 1, "j": True}
+    row = server.client[name].stage_timings.find_one({"stage": "load", "file": {"$exists": False}})
+    assert row["detail"]["write_concern"] == {"w": 1, "j": True}
