@@ -70,7 +70,7 @@ BENCH_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "sci-ingest-bench"
 DEFAULT_CORPUS = BENCH_DIR / "load-corpus"
 DEFAULT_10X = BENCH_DIR / "load-corpus-x10"
 DEFAULT_OUT = BENCH_DIR / "bench_load.json"
-CLI = ROOT / ".venv" / "bin" / "sci-ingest"
+CLI = [str(ROOT / ".venv" / "bin" / "sci-ingest")]  # --cli replaces it
 BATCH = 1000
 RSS_EVERY, INDEX_EVERY = 0.2, 0.5
 SAMPLE_DOCS = 400  # documents compared field for field after the first load
@@ -102,7 +102,7 @@ class Server:
         self.pid: int | None = None
 
     def start(self) -> None:
-        out = subprocess.run([str(CLI), "server", "start"], env=self.env, capture_output=True, text=True)
+        out = subprocess.run([*CLI, "server", "start"], env=self.env, capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(f"sci-ingest server start failed ({out.returncode}): {out.stderr.strip()}")
         state = json.loads((self.home / "server.json").read_text())
@@ -111,7 +111,7 @@ class Server:
     def stop(self) -> None:
         if self.pid is None:
             return
-        subprocess.run([str(CLI), "server", "stop"], env=self.env, capture_output=True, timeout=60)
+        subprocess.run([*CLI, "server", "stop"], env=self.env, capture_output=True, timeout=60)
         try:  # `server stop` waits for it; make sure, without touching any other process
             os.kill(self.pid, 0)
             os.kill(self.pid, signal.SIGKILL)
@@ -292,7 +292,7 @@ def _vm_hwm(pid: int) -> int:
 
 # ------------------------------------------------------------------ the loader
 def loader_flags() -> dict[str, bool]:
-    text = subprocess.run([str(CLI), "load", "--help"], capture_output=True, text=True).stdout
+    text = subprocess.run([*CLI, "load", "--help"], capture_output=True, text=True).stdout
     return {flag: f"--{flag}" in text for flag in ("workers", "dry-run")}
 
 
@@ -300,7 +300,7 @@ def run_load(server: Server, client, inputs: list[str], db_name: str, *, workers
              extra: tuple[str, ...] = (), fresh: bool = True, watch_indexes: bool = False) -> dict:
     if fresh:
         client.drop_database(db_name)
-    argv = [str(CLI), "load", *(["--workers", str(workers)] if workers else []), *extra,
+    argv = [*CLI, "load", *(["--workers", str(workers)] if workers else []), *extra,
             "--json", "-q", "--mongo-uri", server.uri, "--db", db_name, *inputs]
     db = client[db_name]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -334,7 +334,7 @@ def run_load(server: Server, client, inputs: list[str], db_name: str, *, workers
     procs = sorted(({"pid": p, "rss_mb": monitor.peak_mb(p), "cmd": monitor.peak[p]["cmd"]} for p in monitor.peak),
                    key=lambda p: -p["rss_mb"])
     return {
-        "argv": " ".join(argv[:1] + [Path(a).name if a == argv[0] else a for a in argv[1:]]),
+        "argv": " ".join(argv),
         "workers": workers, "exit_code": proc.returncode, "wall_seconds": wall,
         "documents_present": docs, "counts": counts, "docs_per_s": docs / wall if wall else None,
         "stages": stages, "files": (report or {}).get("files"), "inserted": (report or {}).get("inserted"),
@@ -387,7 +387,7 @@ def check_documents(db, expected_docs: dict[str, list[dict]]) -> dict:
 
 # ------------------------------------------------------------------ helpers
 def ensure_corpus(path: Path, scale: int) -> None:
-    if (path / "CORPUS.json").exists():
+    if (path / ".corpus.json").exists():
         return
     log(f"building the corpus {path} (SCALE {scale}) with make_load_corpus.sh ...")
     subprocess.run(["bash", str(ROOT / "benchmarks" / "make_load_corpus.sh"), str(path), str(scale)], check=True)
@@ -456,7 +456,10 @@ def main(argv: list[str] | None = None) -> int:
                     "the 'same indexes' raw ceiling (default: those sampled during the load)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results as JSON (default {DEFAULT_OUT})")
     ap.add_argument("--keep", action="store_true", help="keep the server's data directory")
+    ap.add_argument("--cli", help="the sci-ingest command to measure, split on spaces (default: %(default)s)",
+                    default=" ".join(CLI))
     args = ap.parse_args(argv)
+    CLI[:] = args.cli.split()
     workers = [int(x) for x in (args.workers or ("1,2" if args.quick else "1,2,4")).split(",")]
     corpus = (args.corpus or DEFAULT_CORPUS).resolve()
     if args.corpus is None:
@@ -522,11 +525,9 @@ def main(argv: list[str] | None = None) -> int:
                 db_name = f"bench_load_w{n}"
                 r = run_load(server, client, inputs, db_name, workers=n if flags["workers"] else None,
                              watch_indexes=True)
-                during = r["indexes_during"]
-                if during is None or r["index_sets_seen"] > 1:
-                    after = index_snapshot(client[db_name])
-                    r["indexes_after"] = after
-                    during = during or after
+                r["indexes_after"] = index_snapshot(client[db_name])
+                r["indexes_during_source"] = "sampled during the load" if r["indexes_during"] else "after the load"
+                during = r["indexes_during"] = r["indexes_during"] or r["indexes_after"]
                 stage = index_stage(r)
                 if stage:
                     r["index_build_seconds"], r["index_build_source"] = stage.get("seconds") or 0.0, "its JSON stage"
@@ -536,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
                     r["index_build_source"] = "catalog INDEXES created after the load"
                     r["load_plus_index_seconds"] = r["wall_seconds"] + r["index_build_seconds"]
                 _print_load(f"load --workers {n}" if flags["workers"] else "load (no --workers)", r)
+                if r["exit_code"] != 0 or r["counts"] != expected:
+                    note(f"the load at N={n} exited {r['exit_code']} with {r['counts']} "
+                         f"(pre-built: {expected}): its figures are not those of a clean load")
                 log(f"    indexes during the load ({r['index_samples']} samples, {r['index_sets_seen']} set(s)): "
                     f"{_index_label(during)}{' = catalog' if _frozen(during) == _frozen(catalog) else ''}")
                 log(f"    index build: {r['index_build_seconds']:.3f} s ({r['index_build_source']}); load + index "
@@ -582,25 +586,30 @@ def main(argv: list[str] | None = None) -> int:
                 result["dry_run"][n] = r
                 _print_load(f"load --dry-run --workers {n}", r)
                 if r["documents_present"]:
-                    note(f"--dry-run at {n} workers left {r['documents_present']} documents in its database")
+                    note(f"--dry-run --workers {n} left {r['documents_present']:,} documents in its database")
                 client.drop_database(f"bench_dry_w{n}")
             result["dry_run"]["speedup"] = result["dry_run"][1]["wall_seconds"] / result["dry_run"][2]["wall_seconds"]
             log(f"  speed 2 workers / 1 worker: {result['dry_run']['speedup']:.2f}x")
 
         # ---- 10x
         result["scale"] = None
-        if corpus_10x:
-            n = max(load_ns)
+        if corpus_10x and not result["loads"]:
+            note("no 1x load ran: the 10x comparison is skipped")
+        elif corpus_10x:
+            n = max(result["loads"])  # the largest N loaded at 1x
             log(f"\n== 10x corpus {corpus_10x}, N = {n}")
+            base = result["loads"][n]
             r = run_load(server, client, [str(corpus_10x)], "bench_load_x10",
                          workers=n if flags["workers"] else None)
             client.drop_database("bench_load_x10")
-            base = result["loads"][n]
             r["ratio_time"] = r["wall_seconds"] / base["wall_seconds"]
             r["ratio_documents"] = r["documents_present"] / base["documents_present"]
-            manifest = corpus_10x / "CORPUS.json"
+            manifest = corpus_10x / ".corpus.json"
             if manifest.exists():
                 r["expected_documents"] = json.loads(manifest.read_text())["documents"]
+                if r["expected_documents"] != r["documents_present"] or r["exit_code"] != 0:
+                    note(f"the 10x load exited {r['exit_code']} with {r['documents_present']:,} documents "
+                         f"({r['expected_documents']:,} in the corpus)")
             result["scale"] = r
             _print_load("load of the 10x corpus", r)
             log(f"  10x / 1x: time {r['ratio_time']:.2f}x for {r['ratio_documents']:.2f}x the documents")

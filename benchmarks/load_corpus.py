@@ -3,7 +3,7 @@
     python benchmarks/load_corpus.py materials OUT_DIR SCALE   # write OUT_DIR/materials/*.jsonl.gz
     python benchmarks/load_corpus.py count DIR ...             # files, bytes, documents (JSON on stdout)
     python benchmarks/load_corpus.py summary OUT_DIR SCALE STARTED JOBS
-        # count OUT_DIR, write OUT_DIR/CORPUS.json (with the generation time since the
+        # count OUT_DIR, write OUT_DIR/.corpus.json (with the generation time since the
         # epoch time STARTED), print one line
 
 Used by ``make_load_corpus.sh`` (which runs ssearch36 for the ``-m 10`` part) and by
@@ -161,7 +161,7 @@ def summary(out_dir: Path, scale: int, started: float, jobs: int) -> dict:
     figures = count([out_dir])
     figures.update(scale=scale, jobs=jobs, generation_seconds=round(generation, 1),
                    count_seconds=round(time.perf_counter() - t0, 1))
-    (out_dir / "CORPUS.json").write_text(json.dumps(figures) + "\n")
+    (out_dir / ".corpus.json").write_text(json.dumps(figures) + "\n")
     d = figures["by_collection"]
     print(f"{out_dir}: {figures['files']} files ({figures['search_files']} -m 10, {figures['record_files']} "
           f"JSON Lines), {figures['bytes']:,} bytes, {figures['documents']:,} documents ({d['searches']:,} "

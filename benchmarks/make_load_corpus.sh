@@ -30,10 +30,11 @@
 #   materials/{materials,tasks}_cKK_pPP.jsonl.gz   python benchmarks/load_corpus.py materials
 #       OUT_DIR SCALE: samples/materials/*.jsonl.gz split into 10 files each, SCALE copies with
 #       the ids of copy k shifted by k x 10,000,000 (distinct natural keys everywhere).
-#   CORPUS.json   python benchmarks/load_corpus.py count OUT_DIR: files, bytes, documents
-#       (1 + hits per query by the project's parser; one per record).
+#   .corpus.json   python benchmarks/load_corpus.py summary OUT_DIR ...: files, bytes, documents
+#       (1 + hits per query by the project's parser; one per record) and the generation time;
+#       hidden, so that `sci-ingest load OUT_DIR` (which reads .json files) leaves it out.
 # SCALE=1 gives 200 + 20 files and 209,840 documents (200,800 searches + hits, 9,040 records).
-# A finished corpus (CORPUS.json for the same SCALE) is reused; files already written by an
+# A finished corpus (.corpus.json for the same SCALE) is reused; files already written by an
 # interrupted build are kept (each is written to .part first, then renamed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -49,14 +50,14 @@ N=$((200 * SCALE))
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 
-if [[ -s "$OUT_DIR/CORPUS.json" ]] \
+if [[ -s "$OUT_DIR/.corpus.json" ]] \
         && "$PY" -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["scale"] != int(sys.argv[2]))' \
-           "$OUT_DIR/CORPUS.json" "$SCALE"; then
-    echo "$OUT_DIR: already built; $(cat "$OUT_DIR/CORPUS.json")"
+           "$OUT_DIR/.corpus.json" "$SCALE"; then
+    echo "$OUT_DIR: already built; $(cat "$OUT_DIR/.corpus.json")"
     exit 0
 fi
 started=$(date +%s.%N)  # generation time: from here to the end of the materials part
-rm -f "$OUT_DIR/CORPUS.json"
+rm -f "$OUT_DIR/.corpus.json"
 mkdir -p "$OUT_DIR/pasta"
 "$PY" "$ROOT/benchmarks/bench_sequences.py" load-queries "$ROOT/samples/pasta/inputs" "$OUT_DIR/.inputs" "$N"
 
