@@ -34,6 +34,8 @@ For each N of ``--workers`` (default 1,2,4; ``--quick``: 1,2 on a fifth of the c
    Index sets: ``none`` (``_id`` only), ``catalog`` (``ingest.catalog.INDEXES``) and
    ``loader`` (the set sampled during the load at N, or ``--raw-indexes FILE.json``:
    ``{"hits": [[["search_id", 1], ["rank", 1]], ...], ...}``) when it differs from catalog.
+   After the ``none`` run, the catalog's indexes are built on the filled collections and
+   timed: insert-then-build, the reference for a load that builds its indexes after writing.
 
 Then, if the loader has ``--dry-run`` (and ``--workers``): ``--dry-run`` at 1 and 2 workers.
 With ``--corpus-10x DIR`` (or ``--build-10x``: ``make_load_corpus.sh`` with SCALE 10): the
@@ -185,7 +187,10 @@ def _raw_client(uri: str, db_name: str, rank: int, n: int, barrier, queue) -> No
     queue.put(out)
 
 
-def raw_insert(client, uri: str, db_name: str, n: int, indexes: dict, expected: dict[str, int]) -> dict:
+def raw_insert(client, uri: str, db_name: str, n: int, indexes: dict, expected: dict[str, int],
+               build_after: dict | None = None) -> dict:
+    """N clients insert the pre-built batches into a fresh ``db_name`` with ``indexes``; then, if
+    given, the ``build_after`` indexes are created on the filled collections (timed apart)."""
     client.drop_database(db_name)
     db = client[db_name]
     for coll in DATA:
@@ -208,12 +213,14 @@ def raw_insert(client, uri: str, db_name: str, n: int, indexes: dict, expected: 
             if p.is_alive():
                 p.terminate()
     counts = {c: db[c].count_documents({}) for c in DATA}
+    after = create_indexes(db, build_after) if build_after else None
     client.drop_database(db_name)
     errors = [r["error"] for r in results if r["error"]]
     docs = sum(counts.values())
     return {"processes": n, "seconds": seconds, "documents": docs, "docs_per_s": docs / seconds,
             "counts": counts, "complete": counts == expected, "errors": errors,
-            "client_seconds": sorted(round(r["seconds"], 3) for r in results)}
+            "client_seconds": sorted(round(r["seconds"], 3) for r in results),
+            "index_build_after_seconds": after}
 
 
 # ------------------------------------------------------------------ monitor
@@ -569,12 +576,18 @@ def main(argv: list[str] | None = None) -> int:
                 sets["loader"] = same
             raws = result["raw"].setdefault(n, {})
             for name, spec in sets.items():
-                raws[name] = raw = raw_insert(client, server.uri, f"bench_raw_{name}_n{n}", n, spec, expected)
+                raws[name] = raw = raw_insert(client, server.uri, f"bench_raw_{name}_n{n}", n, spec, expected,
+                                              build_after=catalog if name == "none" else None)
                 raw["indexes"] = _index_label(spec)
                 incomplete = "" if raw["complete"] else f" INCOMPLETE: {raw['counts']}"
                 errors = f" errors: {raw['errors'][0]}" if raw["errors"] else ""
                 log(f"  raw insert_many, {n} client process(es), indexes {name} ({raw['indexes']}): "
                     f"{raw['seconds']:.2f} s, {raw['docs_per_s']:,.0f} docs/s{incomplete}{errors}")
+                if raw["index_build_after_seconds"] is not None:
+                    total = raw["seconds"] + raw["index_build_after_seconds"]
+                    log(f"    then the catalog's indexes built on the filled collections: "
+                        f"{raw['index_build_after_seconds']:.2f} s; insert + build {total:.2f} s = "
+                        f"{total / raw['seconds']:.2f}x the bare insert")
             raws["same_as_loader"] = "loader" if "loader" in sets else "catalog"
 
         # ---- dry runs
