@@ -29,8 +29,11 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# bench_load.py builds its corpus when missing (benchmarks/make_load_corpus.sh, about a minute)
+# and starts and stops its own embedded server.
 bench: install
 	$(BIN)/python benchmarks/bench_pasta.py
+	$(BIN)/python benchmarks/bench_load.py
 
 # Re-resolve the pins after editing requirements.in.
 lock:

@@ -1,0 +1,130 @@
+"""Deterministic protein sequences for the benchmark corpora (no clock-seeded randomness).
+
+    python benchmarks/bench_sequences.py library INPUTS_DIR OUT_DIR
+        -> OUT_DIR/bench_queries.fa, OUT_DIR/bench_lib.fa
+    python benchmarks/bench_sequences.py load-queries INPUTS_DIR OUT_DIR N
+        -> OUT_DIR/bench_lib.fa and OUT_DIR/load_00000.fa ... load_<N-1>.fa
+
+INPUTS_DIR is ``samples/pasta/inputs``.  Standard library only.
+
+* **library** (used by ``make_large_pasta.sh`` and ``make_load_corpus.sh``): every
+  protein of INPUTS_DIR (its ``*.aa`` files, ``prot_test.lib`` and ``mu.lib``; titin cut
+  into 300-residue pieces) plus mutated copies of them (``random.Random(20240611)``:
+  substitutions, insertions, deletions), 1100 sequences in all, so ssearch36 computes its
+  statistics from the library scores without shuffling.  The queries are the real example
+  proteins (every one but titin).
+* **load-queries** (``make_load_corpus.sh``): one query file per corpus file.  File ``i``
+  holds ``2 + i % 5`` queries (4 on average), each a mutated variant of one of the real
+  example proteins, drawn with ``random.Random(LOAD_SEED + i)``: the base protein, a change
+  rate of 2 to 30 %, then the same substitution / insertion / deletion mutation as the
+  library's.  Every file therefore has its own queries (and content), and file ``i`` is
+  the same whatever ``N`` is, so a larger corpus starts with the smaller one's files.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+LIBRARY_SEED = 20240611
+LIBRARY_SIZE = 1100
+LOAD_SEED = 20240611 * 100_000
+AA = "ACDEFGHIKLMNPQRSTVWY"
+
+
+def read_fasta(path: Path) -> list[tuple[str, str]]:
+    """(header, sequence) pairs; sequence letters only, upper case."""
+    seqs, header, parts = [], None, []
+    for line in path.read_text().splitlines() + [">"]:
+        if line.startswith(">"):
+            if header is not None and parts:
+                seqs.append((header, "".join(parts).upper()))
+            header, parts = line[1:].strip(), []
+        else:
+            parts.append("".join(c for c in line if c.isalpha()))
+    return seqs
+
+
+def mutate(rng: random.Random, seq: str, rate: float) -> str:
+    """Substitutions (80 % of the changes), deletions (10 %) and insertions (10 %) at ``rate``."""
+    out = []
+    for c in seq:
+        r = rng.random()
+        if r < rate * 0.8:
+            out.append(rng.choice(AA))
+        elif r < rate * 0.9:
+            continue  # deletion
+        elif r < rate:
+            out.append(c)
+            out.append(rng.choice(AA))  # insertion
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def library(inputs: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(queries, library): the real example proteins, and the 1100-sequence library."""
+    files = sorted(inputs.glob("*.aa")) + [inputs / "prot_test.lib", inputs / "mu.lib"]
+    queries, lib = [], []
+    for f in files:
+        for header, seq in read_fasta(f):
+            if len(seq) > 2000:  # titin: library pieces only
+                for i in range(0, 3000, 300):
+                    lib.append((f"{header.split()[0]}_{i + 1}-{i + 300} fragment of {header}", seq[i: i + 300]))
+            else:
+                queries.append((header, seq))
+                lib.append((header, seq))
+    rng = random.Random(LIBRARY_SEED)
+    n = 0
+    while len(lib) < LIBRARY_SIZE:
+        header, seq = queries[n % len(queries)]
+        n += 1
+        rate = rng.choice((0.05, 0.15, 0.3, 0.45, 0.6))
+        ident = header.split()[0]
+        lib.append((f"MUT{n:04d}|{ident} mutated copy ({int(rate * 100)}% changes) of {ident}",
+                    mutate(rng, seq, rate)))
+    return queries, lib
+
+
+def load_queries(queries: list[tuple[str, str]], index: int) -> list[tuple[str, str]]:
+    """The queries of corpus file ``index``: 2 to 6 variants of the real proteins."""
+    rng = random.Random(LOAD_SEED + index)
+    out = []
+    for j in range(2 + index % 5):
+        header, seq = rng.choice(queries)
+        rate = rng.choice((0.02, 0.05, 0.1, 0.2, 0.3))
+        out.append((f"LQ{index:05d}_{j + 1} variant ({int(rate * 100)}% changes) of {header}",
+                    mutate(rng, seq, rate)))
+    return out
+
+
+def write_fasta(path: Path, records: list[tuple[str, str]]) -> None:
+    with open(path, "w") as fh:
+        for header, seq in records:
+            fh.write(f">{header}\n")
+            for i in range(0, len(seq), 60):
+                fh.write(seq[i: i + 60] + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] not in ("library", "load-queries") or (argv[0] == "load-queries") != (len(argv) == 4):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    inputs, out = Path(argv[1]), Path(argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    queries, lib = library(inputs)
+    write_fasta(out / "bench_lib.fa", lib)
+    if argv[0] == "library":
+        write_fasta(out / "bench_queries.fa", queries)
+        print(f"{len(queries)} queries, {len(lib)} library sequences", file=sys.stderr)
+        return 0
+    n = int(argv[3])
+    for index in range(n):
+        write_fasta(out / f"load_{index:05d}.fa", load_queries(queries, index))
+    print(f"{n} query files, {len(lib)} library sequences", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
