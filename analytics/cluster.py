@@ -45,14 +45,20 @@ def dask_client(scheduler_address: str | None = None,
             client.close()
         return
 
+    import dask
+
     try:
-        cluster = LocalCluster(
-            n_workers=n_workers or default_workers(),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
-        )
+        # No statistical profiler in the workers: on Python 3.11 before 3.11.9 its
+        # sys._current_frames() can deadlock a process whose threads come and go
+        # (CPython gh-106883), and a load's worker has a writer and pymongo's threads.
+        with dask.config.set({"distributed.worker.profile.enabled": False}):
+            cluster = LocalCluster(
+                n_workers=n_workers or default_workers(),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
+            )
     except (OSError, TimeoutError) as exc:
         raise AnalysisError(f"could not start a local Dask cluster: {exc}") from exc
     try:

@@ -59,35 +59,30 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import multiprocessing as mp
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import load_corpus
+from load_measure import (CLI, DATA, ROOT, Server, _BATCHES, _frozen, _index_label, _raise_interrupt,
+                           catalog_indexes, check_documents, create_indexes, index_snapshot, index_stage,
+                           load_docs_per_s, loader_flags, raw_insert, run_load, stage_seconds)
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "sci-ingest-bench"
 DEFAULT_CORPUS = BENCH_DIR / "load-corpus"
 DEFAULT_10X = BENCH_DIR / "load-corpus-x10"
 DEFAULT_OUT = BENCH_DIR / "bench_load.json"
-CLI = [str(ROOT / ".venv" / "bin" / "sci-ingest")]  # --cli replaces it
 BATCH = 1000
-RSS_EVERY, INDEX_EVERY = 0.2, 0.5
-SAMPLE_DOCS = 400  # documents compared field for field after the first load
-DATA = ("searches", "hits", "materials", "tasks")
 # (key, quantity, target text, test)
 TARGETS = {
-    "load_vs_raw": ("load / raw, same documents and indexes", ">= 0.90", lambda x: x >= 0.90),
+    "load_vs_raw": ("load stage / raw, same documents and indexes", ">= 0.90", lambda x: x >= 0.90),
     "load_index_vs_raw_none": ("(load + index build) / raw with no secondary index", "<= 1.5", lambda x: x <= 1.5),
-    "dry_run_speedup": ("--dry-run: 2 workers / 1 worker speed", ">= 1.7", lambda x: x >= 1.7),
+    "dry_run_speedup": ("--dry-run: 2 workers / 1 worker, load stage", ">= 1.7", lambda x: x >= 1.7),
     "rerun_speedup": ("first load / second load (unchanged) time", ">= 20", lambda x: x >= 20),
     "scale_10x": ("10x corpus / 1x corpus load time", "<= 11", lambda x: x <= 11),
     "peak_rss_mb": ("peak RSS of a load process (MB)", "< 300", lambda x: x < 300),
@@ -96,306 +91,6 @@ TARGETS = {
 
 def log(message: str = "") -> None:
     print(message, flush=True)
-
-
-# ------------------------------------------------------------------ the server
-class Server:
-    """The long-lived embedded server of this run, in its own SCI_INGEST_HOME."""
-
-    def __init__(self, home: Path):
-        self.home = home
-        self.env = {k: v for k, v in os.environ.items() if k not in ("MONGODB_URI", "SCI_INGEST_DB")}
-        self.env["SCI_INGEST_HOME"] = str(home)
-        self.uri: str | None = None
-        self.pid: int | None = None
-
-    def start(self) -> None:
-        out = subprocess.run([*CLI, "server", "start"], env=self.env, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"sci-ingest server start failed ({out.returncode}): {out.stderr.strip()}")
-        state = json.loads((self.home / "server.json").read_text())
-        self.uri, self.pid = state["uri"], int(state["pid"])
-
-    def stop(self) -> None:
-        if self.pid is None:
-            return
-        subprocess.run([*CLI, "server", "stop"], env=self.env, capture_output=True, timeout=60)
-        try:  # `server stop` waits for it; make sure, without touching any other process
-            os.kill(self.pid, 0)
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.pid = None
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-# ------------------------------------------------------------------ indexes
-def catalog_indexes() -> dict[str, list[list[tuple[str, int]]]]:
-    from ingest.catalog import INDEXES
-
-    return {c: [list(map(tuple, keys)) for keys in INDEXES.get(c, [])] for c in DATA}
-
-
-def index_snapshot(db) -> dict[str, list[list[tuple[str, int]]]]:
-    """The secondary indexes of the data collections (keys only), sorted."""
-    snap = {}
-    for coll in DATA:
-        keys = [[(f, d) for f, d in spec["key"].items()] for spec in db[coll].list_indexes() if spec["name"] != "_id_"]
-        snap[coll] = sorted(keys)
-    return snap
-
-
-def _frozen(snap: dict) -> tuple:
-    return tuple((c, tuple(tuple(k) for k in sorted(snap.get(c, [])))) for c in DATA)
-
-
-def _index_label(snap: dict) -> str:
-    return "; ".join(f"{c}: " + (", ".join("+".join(f for f, _ in k) for k in snap[c]) or "-")
-                     for c in DATA if c in snap)
-
-
-def create_indexes(db, snap: dict) -> float:
-    t0 = time.perf_counter()
-    for coll, specs in snap.items():
-        for keys in specs:
-            db[coll].create_index([(f, d) for f, d in keys])
-    return time.perf_counter() - t0
-
-
-# ------------------------------------------------------------------ raw ceiling
-_BATCHES: list[tuple[str, list[dict]]] = []  # set before forking the clients
-
-
-def _raw_client(uri: str, db_name: str, rank: int, n: int, barrier, queue) -> None:
-    import pymongo
-
-    out = {"rank": rank, "docs": 0, "error": None}
-    try:
-        client = pymongo.MongoClient(uri)
-        db = client[db_name]
-        db.command("ping")
-        mine = _BATCHES[rank::n]
-    except Exception as exc:  # reported by the parent
-        out["error"] = repr(exc)
-        mine = []
-    barrier.wait()
-    t0 = time.perf_counter()
-    try:
-        for coll, docs in mine:
-            db[coll].insert_many(docs, ordered=False)
-            out["docs"] += len(docs)
-    except Exception as exc:
-        out["error"] = repr(exc)
-    out["seconds"] = time.perf_counter() - t0
-    queue.put(out)
-
-
-def raw_insert(client, uri: str, db_name: str, n: int, indexes: dict, expected: dict[str, int],
-               build_after: dict | None = None) -> dict:
-    """N clients insert the pre-built batches into a fresh ``db_name`` with ``indexes``; then, if
-    given, the ``build_after`` indexes are created on the filled collections (timed apart)."""
-    client.drop_database(db_name)
-    db = client[db_name]
-    for coll in DATA:
-        db.create_collection(coll)
-    create_indexes(db, indexes)
-    ctx = mp.get_context("fork")
-    barrier, queue = ctx.Barrier(n + 1), ctx.Queue()
-    procs = [ctx.Process(target=_raw_client, args=(uri, db_name, r, n, barrier, queue), daemon=True)
-             for r in range(n)]
-    for p in procs:
-        p.start()
-    try:
-        barrier.wait(timeout=120)
-        t0 = time.perf_counter()
-        results = [queue.get(timeout=3600) for _ in procs]
-        seconds = time.perf_counter() - t0
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-    counts = {c: db[c].count_documents({}) for c in DATA}
-    after = create_indexes(db, build_after) if build_after else None
-    client.drop_database(db_name)
-    errors = [r["error"] for r in results if r["error"]]
-    docs = sum(counts.values())
-    return {"processes": n, "seconds": seconds, "documents": docs, "docs_per_s": docs / seconds,
-            "counts": counts, "complete": counts == expected, "errors": errors,
-            "client_seconds": sorted(round(r["seconds"], 3) for r in results),
-            "index_build_after_seconds": after}
-
-
-# ------------------------------------------------------------------ monitor
-class Monitor(threading.Thread):
-    """Samples a command's process tree (RSS per process) and, optionally, the indexes of its database."""
-
-    def __init__(self, pid: int, db=None):
-        super().__init__(daemon=True)
-        self.pid, self.db = pid, db
-        self.done = threading.Event()
-        self.peak: dict[int, dict] = {}
-        self.tree_peak = 0
-        self.index_sets: Counter = Counter()
-        self.index_examples: dict[tuple, dict] = {}
-        self.errors: list[str] = []
-
-    def run(self) -> None:
-        import psutil
-
-        try:
-            root = psutil.Process(self.pid)
-        except psutil.Error:
-            return
-        next_index = 0.0
-        while not self.done.is_set():
-            try:
-                procs = [root] + root.children(recursive=True)
-            except psutil.Error:
-                break
-            total = 0
-            for p in procs:
-                try:
-                    rss = p.memory_info().rss
-                    if p.pid not in self.peak:
-                        self.peak[p.pid] = {"pid": p.pid, "cmd": " ".join(p.cmdline())[:160], "rss": 0, "hwm": 0}
-                except psutil.Error:
-                    continue
-                total += rss
-                peak = self.peak[p.pid]
-                peak["rss"] = max(peak["rss"], rss)
-                peak["hwm"] = max(peak["hwm"], _vm_hwm(p.pid))
-            self.tree_peak = max(self.tree_peak, total)
-            now = time.monotonic()
-            if self.db is not None and now >= next_index:
-                next_index = now + INDEX_EVERY
-                try:
-                    snap = index_snapshot(self.db)
-                    key = _frozen(snap)
-                    self.index_sets[key] += 1
-                    self.index_examples.setdefault(key, snap)
-                except Exception as exc:  # a sample missed is not a failure of the run
-                    self.errors.append(repr(exc))
-            self.done.wait(RSS_EVERY)
-
-    def peak_mb(self, pid: int) -> float:
-        p = self.peak[pid]
-        return round(max(p["rss"], p["hwm"]) / 2**20, 1)
-
-    def modal_indexes(self) -> dict | None:
-        if not self.index_sets:
-            return None
-        return self.index_examples[self.index_sets.most_common(1)[0][0]]
-
-
-def _vm_hwm(pid: int) -> int:
-    """The kernel's peak RSS of a process since its exec (VmHWM), in bytes; 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-# ------------------------------------------------------------------ the loader
-def loader_flags() -> dict[str, bool]:
-    text = subprocess.run([*CLI, "load", "--help"], capture_output=True, text=True).stdout
-    return {flag: f"--{flag}" in text for flag in ("workers", "dry-run")}
-
-
-def run_load(server: Server, client, inputs: list[str], db_name: str, *, workers: int | None,
-             extra: tuple[str, ...] = (), fresh: bool = True, watch_indexes: bool = False) -> dict:
-    if fresh:
-        client.drop_database(db_name)
-    argv = [*CLI, "load", *(["--workers", str(workers)] if workers else []), *extra,
-            "--json", "-q", "--mongo-uri", server.uri, "--db", db_name, *inputs]
-    db = client[db_name]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=server.env)
-        monitor = Monitor(proc.pid, db if watch_indexes else None)
-        monitor.start()
-        try:
-            _, status = os.waitpid(proc.pid, 0)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        finally:
-            monitor.done.set()
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        monitor.join()
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        report = None
-    counts = {c: db[c].count_documents({}) for c in DATA}
-    docs = sum(counts.values())
-    stages = [{k: r.get(k) for k in ("stage", "records_in", "records_out", "seconds", "records_per_s",
-                                      "peak_rss_mb", "status", "detail") if k in r}
-              for r in (report or {}).get("stages", [])]
-    procs = sorted(({"pid": p, "rss_mb": monitor.peak_mb(p), "cmd": monitor.peak[p]["cmd"]} for p in monitor.peak),
-                   key=lambda p: -p["rss_mb"])
-    return {
-        "argv": " ".join(argv),
-        "workers": workers, "exit_code": proc.returncode, "wall_seconds": wall,
-        "documents_present": docs, "counts": counts, "docs_per_s": docs / wall if wall else None,
-        "stages": stages, "files": (report or {}).get("files"), "inserted": (report or {}).get("inserted"),
-        "skipped": (report or {}).get("skipped"), "failed": (report or {}).get("failed"),
-        "error": None if report else (stderr.strip().splitlines() or ["no JSON on stdout"])[-1],
-        "stderr_tail": stderr.strip().splitlines()[-5:] if proc.returncode not in (0,) else [],
-        "peak_rss_mb_per_process": procs,
-        "peak_rss_mb_max_process": procs[0]["rss_mb"] if procs else None,
-        "peak_rss_mb_tree_sampled": round(monitor.tree_peak / 2**20, 1),
-        "processes_seen": len(procs),
-        "indexes_during": monitor.modal_indexes(),
-        "index_samples": sum(monitor.index_sets.values()),
-        "index_sets_seen": len(monitor.index_sets),
-    }
-
-
-def index_stage(load: dict) -> dict | None:
-    return next((s for s in load["stages"] if "index" in str(s.get("stage", "")).lower()), None)
-
-
-def check_documents(db, expected_docs: dict[str, list[dict]]) -> dict:
-    """The loader's documents against the pre-built ones: _id sets, and a sample field for field."""
-    import bson
-
-    ids_equal = {}
-    for coll in DATA:
-        have = {d["_id"] for d in db[coll].find({}, {"_id": 1})}
-        want = {d["_id"] for d in expected_docs[coll]}
-        ids_equal[coll] = {"equal": have == want, "missing": len(want - have), "extra": len(have - want)}
-    total = sum(len(v) for v in expected_docs.values())
-    sampled = differ = 0
-    first_difference = None
-    for coll in DATA:
-        docs = expected_docs[coll]
-        share = max(1, SAMPLE_DOCS * len(docs) // max(1, total))
-        step = max(1, len(docs) // share)
-        picked = docs[::step][:share]
-        stored = {d["_id"]: d for d in db[coll].find({"_id": {"$in": [d["_id"] for d in picked]}})}
-        for doc in picked:
-            sampled += 1
-            want = bson.decode(bson.encode(doc))
-            got = stored.get(doc["_id"])
-            if got != want:
-                differ += 1
-                if first_difference is None:
-                    keys = sorted(k for k in set(want) | set(got or {}) if (got or {}).get(k) != want.get(k))
-                    first_difference = {"collection": coll, "_id": doc["_id"], "fields": keys[:10]}
-    return {"ids": ids_equal, "sampled": sampled, "differ": differ, "first_difference": first_difference}
 
 
 # ------------------------------------------------------------------ helpers
@@ -457,7 +152,7 @@ def _print_load(label: str, r: dict) -> None:
 
 
 # ------------------------------------------------------------------ main
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, help=f"the 1x corpus (default {DEFAULT_CORPUS}, built when missing)")
@@ -471,177 +166,73 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the server's data directory")
     ap.add_argument("--cli", help="the sci-ingest command to measure, split on spaces (default: %(default)s)",
                     default=" ".join(CLI))
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+@dataclass
+class Bench:
+    """One benchmark run: its inputs, the server and client, and the result being filled."""
+
+    args: argparse.Namespace
+    inputs: list[str]
+    corpus_10x: Path | None
+    workers: list[int]
+    result: dict
+    explicit_indexes: dict | None = None
+    flags: dict = field(default_factory=dict)
+    load_ns: list[int] = field(default_factory=list)
+    docs: dict = field(default_factory=dict)
+    expected: dict = field(default_factory=dict)
+    server: Server | None = None
+    client: object = None
+    catalog: dict = field(default_factory=dict)
+
+    def note(self, message: str) -> None:
+        self.result["notes"].append(message)
+        log(f"note: {message}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     CLI[:] = args.cli.split()
     workers = [int(x) for x in (args.workers or ("1,2" if args.quick else "1,2,4")).split(",")]
     corpus = (args.corpus or DEFAULT_CORPUS).resolve()
     if args.corpus is None:
         ensure_corpus(corpus, 1)
-    corpus_10x = args.corpus_10x or (DEFAULT_10X if args.build_10x else None)
     if args.build_10x:
         ensure_corpus(DEFAULT_10X, 10)
-    inputs = quick_inputs(corpus) if args.quick else [str(corpus)]
-    explicit_indexes = None
+    bench = Bench(args=args, inputs=quick_inputs(corpus) if args.quick else [str(corpus)],
+                  corpus_10x=args.corpus_10x or (DEFAULT_10X if args.build_10x else None), workers=workers,
+                  result={"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                          "git": _git_head(), "corpus": str(corpus), "quick": args.quick, "workers": workers,
+                          "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "notes": []})
     if args.raw_indexes:
-        explicit_indexes = {c: [[tuple(k) for k in keys] for keys in specs]
-                            for c, specs in json.loads(args.raw_indexes.read_text()).items()}
-
-    result: dict = {"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "git": _git_head(), "corpus": str(corpus), "quick": args.quick, "workers": workers,
-                    "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "notes": []}
-    notes = result["notes"]
-
-    def note(message: str) -> None:
-        notes.append(message)
-        log(f"note: {message}")
-
-    flags = loader_flags()
-    result["loader_flags"] = flags
-    if not flags["workers"]:
-        note("`sci-ingest load` has no --workers: loads run without it (one process), only at N=1; "
-             "the raw ceiling is still measured at every N")
-    if not flags["dry-run"]:
-        note("`sci-ingest load` has no --dry-run: the dry-run scaling is skipped")
-    load_ns = [n for n in workers if flags["workers"] or n == 1]
-
+        bench.explicit_indexes = {c: [[tuple(k) for k in keys] for keys in specs]
+                                  for c, specs in json.loads(args.raw_indexes.read_text()).items()}
+    result = bench.result
+    check_flags(bench)
     log(f"corpus: {corpus}{' (quick: a fifth of it)' if args.quick else ''}")
-    docs, built = prebuild(inputs)
-    expected = built["counts"]
-    result["prebuilt"] = built
-    log(f"  {built['files']} files, {built['bytes']:,} bytes, {built['documents']:,} documents {expected}; "
-        f"parse + build {built['parse_build_seconds']:.2f} s, BSON {built['bson_bytes']:,} bytes "
-        f"(encode {built['bson_encode_seconds']:.2f} s), one process")
-    _BATCHES.clear()
-    for coll in DATA:
-        _BATCHES.extend((coll, docs[coll][i:i + BATCH]) for i in range(0, len(docs[coll]), BATCH))
+    prepare_documents(bench)
 
     home = Path(tempfile.mkdtemp(prefix="bench-load-", dir=BENCH_DIR))
-    server = Server(home)
+    bench.server = Server(home)
     old_handlers = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    client = None
     try:
-        server.start()
-        import pymongo
-
-        client = pymongo.MongoClient(server.uri)
-        hello, build = client.admin.command("hello"), client.admin.command("buildInfo")
-        result["server"] = {"uri": server.uri, "version": build.get("version"),
-                            "secantus": build.get("secantusVersion"), "set": hello.get("setName")}
-        log(f"server: SecantusDB {build.get('secantusVersion')} (MongoDB {build.get('version')}) at {server.uri}, "
-            f"home {home}")
+        start_server(bench, home)
         result["loads"], result["raw"], result["reruns"] = {}, {}, {}
-        catalog = catalog_indexes()
-        checked = False
+        bench.catalog = catalog_indexes()
         for n in workers:
-            log(f"\n== N = {n}")
-            if n in load_ns:
-                db_name = f"bench_load_w{n}"
-                r = run_load(server, client, inputs, db_name, workers=n if flags["workers"] else None,
-                             watch_indexes=True)
-                r["indexes_after"] = index_snapshot(client[db_name])
-                r["indexes_during_source"] = "sampled during the load" if r["indexes_during"] else "after the load"
-                during = r["indexes_during"] = r["indexes_during"] or r["indexes_after"]
-                stage = index_stage(r)
-                if stage:
-                    r["index_build_seconds"], r["index_build_source"] = stage.get("seconds") or 0.0, "its JSON stage"
-                    r["load_plus_index_seconds"] = r["wall_seconds"]
-                else:
-                    r["index_build_seconds"] = create_indexes(client[db_name], catalog)
-                    r["index_build_source"] = "catalog INDEXES created after the load"
-                    r["load_plus_index_seconds"] = r["wall_seconds"] + r["index_build_seconds"]
-                result["loads"][n] = r
-                _print_load(f"load --workers {n}" if flags["workers"] else "load (no --workers)", r)
-                if r["exit_code"] != 0 or r["counts"] != expected:
-                    note(f"the load at N={n} exited {r['exit_code']} with {r['counts']} "
-                         f"(pre-built: {expected}): its figures are not those of a clean load")
-                log(f"    indexes during the load ({r['index_samples']} samples, {r['index_sets_seen']} set(s)): "
-                    f"{_index_label(during)}{' = catalog' if _frozen(during) == _frozen(catalog) else ''}")
-                log(f"    index build: {r['index_build_seconds']:.3f} s ({r['index_build_source']}); load + index "
-                    f"{r['load_plus_index_seconds']:.2f} s")
-                if not checked:
-                    t0 = time.perf_counter()
-                    r["document_check"] = chk = check_documents(client[db_name], docs)
-                    checked = True
-                    ids = "equal" if all(v["equal"] for v in chk["ids"].values()) else chk["ids"]
-                    first = f" (first difference: {chk['first_difference']})" if chk["differ"] else ""
-                    log(f"    documents vs pre-built: _id sets {ids}; {chk['sampled'] - chk['differ']}/"
-                        f"{chk['sampled']} sampled documents identical{first} ({time.perf_counter() - t0:.1f} s)")
-                second = run_load(server, client, inputs, db_name, workers=n if flags["workers"] else None,
-                                  fresh=False)
-                second["speedup"] = r["wall_seconds"] / second["wall_seconds"]
-                _print_load("second load, unchanged corpus, same database", second)
-                log(f"    first / second: {second['speedup']:.1f}x")
-                result["reruns"][n] = second
-                client.drop_database(db_name)
-            else:
-                log("  load: skipped (no --workers)")
-            same = explicit_indexes or next((result["loads"][m]["indexes_during"] for m in [n] + load_ns
-                                             if m in result["loads"] and result["loads"][m]["indexes_during"]),
-                                            None)
-            sets = {"none": {c: [] for c in DATA}, "catalog": catalog}
-            if same is not None and _frozen(same) != _frozen(catalog):
-                sets["loader"] = same
-            raws = result["raw"].setdefault(n, {})
-            for name, spec in sets.items():
-                raws[name] = raw = raw_insert(client, server.uri, f"bench_raw_{name}_n{n}", n, spec, expected,
-                                              build_after=catalog if name == "none" else None)
-                raw["indexes"] = _index_label(spec)
-                incomplete = "" if raw["complete"] else f" INCOMPLETE: {raw['counts']}"
-                errors = f" errors: {raw['errors'][0]}" if raw["errors"] else ""
-                log(f"  raw insert_many, {n} client process(es), indexes {name} ({raw['indexes']}): "
-                    f"{raw['seconds']:.2f} s, {raw['docs_per_s']:,.0f} docs/s{incomplete}{errors}")
-                if raw["index_build_after_seconds"] is not None:
-                    total = raw["seconds"] + raw["index_build_after_seconds"]
-                    log(f"    then the catalog's indexes built on the filled collections: "
-                        f"{raw['index_build_after_seconds']:.2f} s; insert + build {total:.2f} s = "
-                        f"{total / raw['seconds']:.2f}x the bare insert")
-            raws["same_as_loader"] = "loader" if "loader" in sets else "catalog"
-
-        # ---- dry runs
-        result["dry_run"] = {}
-        if flags["dry-run"] and flags["workers"]:
-            log("\n== --dry-run")
-            for n in (1, 2):
-                r = run_load(server, client, inputs, f"bench_dry_w{n}", workers=n, extra=("--dry-run",))
-                result["dry_run"][n] = r
-                _print_load(f"load --dry-run --workers {n}", r)
-                if r["documents_present"]:
-                    note(f"--dry-run --workers {n} left {r['documents_present']:,} documents in its database")
-                client.drop_database(f"bench_dry_w{n}")
-            result["dry_run"]["speedup"] = result["dry_run"][1]["wall_seconds"] / result["dry_run"][2]["wall_seconds"]
-            log(f"  speed 2 workers / 1 worker: {result['dry_run']['speedup']:.2f}x")
-
-        # ---- 10x
-        result["scale"] = None
-        if corpus_10x and not result["loads"]:
-            note("no 1x load ran: the 10x comparison is skipped")
-        elif corpus_10x:
-            n = max(result["loads"])  # the largest N loaded at 1x
-            log(f"\n== 10x corpus {corpus_10x}, N = {n}")
-            base = result["loads"][n]
-            r = run_load(server, client, [str(corpus_10x)], "bench_load_x10",
-                         workers=n if flags["workers"] else None)
-            client.drop_database("bench_load_x10")
-            r["ratio_time"] = r["wall_seconds"] / base["wall_seconds"]
-            r["ratio_documents"] = r["documents_present"] / base["documents_present"]
-            manifest = corpus_10x / ".corpus.json"
-            if manifest.exists():
-                r["expected_documents"] = json.loads(manifest.read_text())["documents"]
-                if r["expected_documents"] != r["documents_present"] or r["exit_code"] != 0:
-                    note(f"the 10x load exited {r['exit_code']} with {r['documents_present']:,} documents "
-                         f"({r['expected_documents']:,} in the corpus)")
-            result["scale"] = r
-            _print_load("load of the 10x corpus", r)
-            log(f"  10x / 1x: time {r['ratio_time']:.2f}x for {r['ratio_documents']:.2f}x the documents")
-        elif not args.quick:
-            note("no --corpus-10x/--build-10x: the 10x comparison is skipped")
+            measure_loads(bench, n)
+            measure_raw(bench, n)
+        measure_dry_runs(bench)
+        measure_10x(bench)
     except KeyboardInterrupt:
-        note("interrupted: the results so far are written")
+        bench.note("interrupted: the results so far are written")
         result["interrupted"] = True
     finally:
-        if client is not None:
-            client.close()
-        server.stop()
+        if bench.client is not None:
+            bench.client.close()
+        bench.server.stop()
         for s, h in old_handlers.items():
             signal.signal(s, h)
         if not args.keep:
@@ -653,6 +244,168 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=1, default=str))
     log(f"\nresults: {args.out}")
     return 130 if result.get("interrupted") else 0
+
+
+def check_flags(bench: Bench) -> None:
+    """What the measured loader can do (read from its --help): parts it cannot do are skipped."""
+    bench.flags = flags = loader_flags()
+    bench.result["loader_flags"] = flags
+    if not flags["workers"]:
+        bench.note("`sci-ingest load` has no --workers: loads run without it (one process), only at N=1; "
+                   "the raw ceiling is still measured at every N")
+    if not flags["dry-run"]:
+        bench.note("`sci-ingest load` has no --dry-run: the dry-run scaling is skipped")
+    bench.load_ns = [n for n in bench.workers if flags["workers"] or n == 1]
+
+
+def prepare_documents(bench: Bench) -> None:
+    """Pre-build the corpus's documents once (the raw clients insert them in batches)."""
+    bench.docs, built = prebuild(bench.inputs)
+    bench.expected = built["counts"]
+    bench.result["prebuilt"] = built
+    log(f"  {built['files']} files, {built['bytes']:,} bytes, {built['documents']:,} documents {bench.expected}; "
+        f"parse + build {built['parse_build_seconds']:.2f} s, BSON {built['bson_bytes']:,} bytes "
+        f"(encode {built['bson_encode_seconds']:.2f} s), one process")
+    _BATCHES.clear()
+    for coll in DATA:
+        docs = bench.docs[coll]
+        _BATCHES.extend((coll, docs[i:i + BATCH]) for i in range(0, len(docs), BATCH))
+
+
+def start_server(bench: Bench, home: Path) -> None:
+    import pymongo
+
+    bench.server.start()
+    bench.client = client = pymongo.MongoClient(bench.server.uri)
+    hello, build = client.admin.command("hello"), client.admin.command("buildInfo")
+    bench.result["server"] = {"uri": bench.server.uri, "version": build.get("version"),
+                              "secantus": build.get("secantusVersion"), "set": hello.get("setName")}
+    log(f"server: SecantusDB {build.get('secantusVersion')} (MongoDB {build.get('version')}) at {bench.server.uri}, "
+        f"home {home}")
+
+
+def measure_loads(bench: Bench, n: int) -> None:
+    """The first load at N workers (checked against the pre-built documents once), then a second one."""
+    log(f"\n== N = {n}")
+    if n not in bench.load_ns:
+        log("  load: skipped (no --workers)")
+        return
+    client, flags, result = bench.client, bench.flags, bench.result
+    db_name = f"bench_load_w{n}"
+    w = n if flags["workers"] else None
+    r = run_load(bench.server, client, bench.inputs, db_name, workers=w, watch_indexes=True)
+    r["indexes_after"] = index_snapshot(client[db_name])
+    r["indexes_during_source"] = "sampled during the load" if r["indexes_during"] else "after the load"
+    during = r["indexes_during"] = r["indexes_during"] or r["indexes_after"]
+    stage = index_stage(r)
+    if stage:
+        r["index_build_seconds"], r["index_build_source"] = stage.get("seconds") or 0.0, "its JSON stage"
+        r["load_plus_index_seconds"] = r["wall_seconds"]
+    else:
+        r["index_build_seconds"] = create_indexes(client[db_name], bench.catalog)
+        r["index_build_source"] = "catalog INDEXES created after the load"
+        r["load_plus_index_seconds"] = r["wall_seconds"] + r["index_build_seconds"]
+    result["loads"][n] = r
+    _print_load(f"load --workers {n}" if flags["workers"] else "load (no --workers)", r)
+    if r["exit_code"] != 0 or r["counts"] != bench.expected:
+        bench.note(f"the load at N={n} exited {r['exit_code']} with {r['counts']} "
+                   f"(pre-built: {bench.expected}): its figures are not those of a clean load")
+    log(f"    indexes during the load ({r['index_samples']} samples, {r['index_sets_seen']} set(s)): "
+        f"{_index_label(during)}{' = catalog' if _frozen(during) == _frozen(bench.catalog) else ''}")
+    log(f"    index build: {r['index_build_seconds']:.3f} s ({r['index_build_source']}); load + index "
+        f"{r['load_plus_index_seconds']:.2f} s")
+    if not any("document_check" in x for x in result["loads"].values()):
+        t0 = time.perf_counter()
+        r["document_check"] = chk = check_documents(client[db_name], bench.docs)
+        ids = "equal" if all(v["equal"] for v in chk["ids"].values()) else chk["ids"]
+        first = f" (first difference: {chk['first_difference']})" if chk["differ"] else ""
+        log(f"    documents vs pre-built: _id sets {ids}; {chk['sampled'] - chk['differ']}/"
+            f"{chk['sampled']} sampled documents identical{first} ({time.perf_counter() - t0:.1f} s)")
+    second = run_load(bench.server, client, bench.inputs, db_name, workers=w, fresh=False)
+    second["speedup"] = r["wall_seconds"] / second["wall_seconds"]
+    _print_load("second load, unchanged corpus, same database", second)
+    log(f"    first / second: {second['speedup']:.1f}x")
+    result["reruns"][n] = second
+    client.drop_database(db_name)
+
+
+def measure_raw(bench: Bench, n: int) -> None:
+    """The raw ceiling at N client processes: no index, the catalog's, and the loader's set."""
+    loads = bench.result["loads"]
+    same = bench.explicit_indexes or next((loads[m]["indexes_during"] for m in [n] + bench.load_ns
+                                           if m in loads and loads[m]["indexes_during"]), None)
+    sets = {"none": {c: [] for c in DATA}, "catalog": bench.catalog}
+    if same is not None and _frozen(same) != _frozen(bench.catalog):
+        sets["loader"] = same
+    raws = bench.result["raw"].setdefault(n, {})
+    for name, spec in sets.items():
+        raws[name] = raw = raw_insert(bench.client, bench.server.uri, f"bench_raw_{name}_n{n}", n, spec,
+                                      bench.expected, build_after=bench.catalog if name == "none" else None)
+        raw["indexes"] = _index_label(spec)
+        incomplete = "" if raw["complete"] else f" INCOMPLETE: {raw['counts']}"
+        errors = f" errors: {raw['errors'][0]}" if raw["errors"] else ""
+        log(f"  raw insert_many, {n} client process(es), indexes {name} ({raw['indexes']}): "
+            f"{raw['seconds']:.2f} s, {raw['docs_per_s']:,.0f} docs/s{incomplete}{errors}")
+        if raw["index_build_after_seconds"] is not None:
+            total = raw["seconds"] + raw["index_build_after_seconds"]
+            log(f"    then the catalog's indexes built on the filled collections: "
+                f"{raw['index_build_after_seconds']:.2f} s; insert + build {total:.2f} s = "
+                f"{total / raw['seconds']:.2f}x the bare insert")
+    raws["same_as_loader"] = "loader" if "loader" in sets else "catalog"
+
+
+def measure_dry_runs(bench: Bench) -> None:
+    """--dry-run at 1 and 2 workers, on the 10x corpus when given (start-up is then small)."""
+    result = bench.result
+    result["dry_run"] = {}
+    if not (bench.flags["dry-run"] and bench.flags["workers"]):
+        return
+    log("\n== --dry-run")
+    dry_inputs = [str(bench.corpus_10x)] if bench.corpus_10x else bench.inputs
+    log(f"  on {'the 10x corpus' if bench.corpus_10x else 'the corpus'} (a larger corpus makes start-up small)")
+    for n in (1, 2):
+        r = run_load(bench.server, bench.client, dry_inputs, f"bench_dry_w{n}", workers=n, extra=("--dry-run",))
+        result["dry_run"][n] = r
+        _print_load(f"load --dry-run --workers {n}", r)
+        if r["documents_present"]:
+            bench.note(f"--dry-run --workers {n} left {r['documents_present']:,} documents in its database")
+        bench.client.drop_database(f"bench_dry_w{n}")
+    one, two = result["dry_run"][1], result["dry_run"][2]
+    result["dry_run"]["speedup_wall"] = one["wall_seconds"] / two["wall_seconds"]
+    stage1, stage2 = stage_seconds(one, "load"), stage_seconds(two, "load")
+    result["dry_run"]["speedup"] = (stage1 / stage2) if stage1 and stage2 else result["dry_run"]["speedup_wall"]
+    log(f"  speed 2 workers / 1 worker: {result['dry_run']['speedup']:.2f}x of the load stage "
+        f"({result['dry_run']['speedup_wall']:.2f}x of the whole command, start-up included)")
+
+
+def measure_10x(bench: Bench) -> None:
+    """The 10x corpus at the largest N loaded, against the 1x load at that N."""
+    result, corpus_10x = bench.result, bench.corpus_10x
+    result["scale"] = None
+    if corpus_10x is None:
+        if not bench.args.quick:
+            bench.note("no --corpus-10x/--build-10x: the 10x comparison is skipped")
+        return
+    if not result["loads"]:
+        bench.note("no 1x load ran: the 10x comparison is skipped")
+        return
+    n = max(result["loads"])
+    log(f"\n== 10x corpus {corpus_10x}, N = {n}")
+    base = result["loads"][n]
+    r = run_load(bench.server, bench.client, [str(corpus_10x)], "bench_load_x10",
+                 workers=n if bench.flags["workers"] else None)
+    bench.client.drop_database("bench_load_x10")
+    r["ratio_time"] = r["wall_seconds"] / base["wall_seconds"]
+    r["ratio_documents"] = r["documents_present"] / base["documents_present"]
+    manifest = corpus_10x / ".corpus.json"
+    if manifest.exists():
+        r["expected_documents"] = json.loads(manifest.read_text())["documents"]
+        if r["expected_documents"] != r["documents_present"] or r["exit_code"] != 0:
+            bench.note(f"the 10x load exited {r['exit_code']} with {r['documents_present']:,} documents "
+                       f"({r['expected_documents']:,} in the corpus)")
+    result["scale"] = r
+    _print_load("load of the 10x corpus", r)
+    log(f"  10x / 1x: time {r['ratio_time']:.2f}x for {r['ratio_documents']:.2f}x the documents")
 
 
 def summary_rows(result: dict) -> list[dict]:
@@ -667,7 +420,7 @@ def summary_rows(result: dict) -> list[dict]:
         raws = result.get("raw", {}).get(n, {})
         load = result.get("loads", {}).get(n)
         same = raws.get(raws.get("same_as_loader", "catalog"))
-        row("load_vs_raw", f", N={n}", load and same and load["docs_per_s"] / same["docs_per_s"])
+        row("load_vs_raw", f", N={n}", load and same and load_docs_per_s(load) / same["docs_per_s"])
     for n in result.get("workers", []):
         raws = result.get("raw", {}).get(n, {})
         load = result.get("loads", {}).get(n)

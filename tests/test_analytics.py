@@ -472,3 +472,15 @@ def test_oxides_count_materials_not_documents_about_them(mongo_uri, db, dclient,
     assert result.records_in == 2
     assert rows[-3]["count"] == 1 and rows[-3]["mean_band_gap"] == 4.5
     assert rows[-1]["count"] == 1 and rows[-1]["mean_band_gap"] == 3.3
+
+
+def _profiler_enabled() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.worker.profile.enabled"))
+
+
+def test_local_cluster_workers_run_without_the_statistical_profiler(dclient):
+    """Dask's profiler calls sys._current_frames() every 10 ms, which on Python 3.11 < 3.11.9 can
+    deadlock a process whose threads come and go (CPython gh-106883): a load's worker hung so."""
+    assert set(dclient.run(_profiler_enabled).values()) == {False}

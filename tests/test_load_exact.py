@@ -42,12 +42,29 @@ def corpus(tmp_path_factory) -> Path:
     return folder
 
 
+def port_outside_the_ephemeral_range() -> int:
+    """A free port below Linux's ephemeral range: while the server is down, no other process
+    (a Dask worker's connection, say) can be given its port by the kernel and answer in its place."""
+    import random
+    import socket
+
+    for port in random.Random().sample(range(20000, 32000), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
+
+
 class Server:
     """A SecantusDB server process on a fixed port and data directory, to kill and start again."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.server = EmbeddedServer(folder / "db", log_path=folder / "server.log")
+        self.server = EmbeddedServer(folder / "db", port=port_outside_the_ephemeral_range(),
+                                     log_path=folder / "server.log")
         self.uri = self.server.start()
         self.port = self.server.port
         self.client = pymongo.MongoClient(self.uri)
@@ -125,6 +142,24 @@ def test_four_workers_give_exactly_what_one_gives(server, corpus, clean):
     assert_exact(server, name, clean)
     workers = {r["worker"] for r in server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})}
     assert len(workers) >= 2, workers  # the files really were spread over worker processes
+
+
+def test_a_running_dask_cluster_with_threaded_workers_gives_the_same_set(server, corpus, clean):
+    """`--scheduler ADDRESS`: the files go to the workers of a running cluster (here two worker
+    processes of two threads each, so two loaders share a process) and the result is exact."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+            LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        name = f"sched_{uuid.uuid4().hex[:6]}"
+        proc, report = run_load(server, name, corpus, "--scheduler", cluster.scheduler_address)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert report["load"]["workers"] == 2 and report["files"]["files_loaded"] == 220
+        assert_exact(server, name, clean)
+        rows = server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})
+        worker_pids = {r["worker"] for r in rows}
+        assert len(worker_pids) == 2, worker_pids  # the cluster's two processes, not the command
 
 
 def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, corpus, clean):

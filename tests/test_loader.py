@@ -214,3 +214,51 @@ def test_timings_rows_are_written_per_file(db, small_inputs, load_files):
     assert ("parse", "materials.jsonl") in stages and ("load", "materials.jsonl") in stages
     for row in rows:
         assert row["seconds"] >= 0 and row["records_out"] > 0 and row["peak_rss_mb"] > 0
+
+
+def _dead_owner(run_id: str) -> dict:
+    """The claim of a loader process of this host that no longer runs."""
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    return {"id": f"{run_id}@{socket.gethostname()}:{pid}:0", "run_id": run_id, "host": socket.gethostname(),
+            "pid": pid, "started": 0.0}
+
+
+@pytest.mark.parametrize("file_state", ["unchanged", "changed since"])
+def test_a_load_whose_last_ledger_write_was_lost_is_finished_not_rolled_back(db, tmp_path, load_files,
+                                                                            file_state):
+    """A server restart can lose the ledger's final ``loaded`` write of a file whose documents
+    were made durable (the journaled barrier keeps the entry's final state in ``pending``):
+    the recovery of that entry finishes the load, unless the file changed since."""
+    samples = pasta_samples()
+    path, other = tmp_path / "a.m10", tmp_path / "b.m10"
+    shutil.copy(samples[0], path)
+    shutil.copy(samples[1], other)
+    load_files([path], "r1")
+    key = str(path.resolve())
+    entry = db.ingest_files.find_one({"_id": key})
+    loaded = count_all(db)
+    final = {k: entry[k] for k in ("status", "sha256", "size", "mtime", "format", "records", "inserted",
+                                   "updated", "existing", "run_id", "finished")}
+    # the state the barrier leaves: documents written, entry 'loading' with its final state pending
+    db.ingest_files.replace_one({"_id": key}, {
+        "_id": key, "path": key, "status": "loading", "run_id": "r1", "format": entry["format"],
+        "pending": {"sha256": entry["sha256"], "size": entry["size"], "mtime": entry["mtime"],
+                    "format": entry["format"], "written": final},
+        "owner": _dead_owner("r1"), "lease_until": entry["finished"]})
+    if file_state == "changed since":
+        path.write_bytes(path.read_bytes() + b"\n")
+    load_files([other], "r2")  # another path: the stale entry is recovered, not loaded again
+    after = db.ingest_files.find_one({"_id": key})
+    assert "owner" not in after and "pending" not in after
+    if file_state == "unchanged":
+        assert after["status"] == "loaded" and after["sha256"] == entry["sha256"]
+        assert after["records"] == entry["records"]
+        assert db.searches.count_documents({"source.sha256": entry["sha256"]}) == loaded["searches"]
+    else:  # not the file's content any more: rolled back, loaded again by the next load of the path
+        assert after["status"] == "failed" and "rolled back" in after["error"]
+        assert db.searches.count_documents({"source.sha256": entry["sha256"]}) == 0

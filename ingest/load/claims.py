@@ -55,10 +55,11 @@ class Owner:
     host: str
     pid: int
     started: float  # the process's start time: a reused pid is another process
+    slot: int = 0  # which loader of the process (a Dask worker may run tasks on several threads)
 
     @property
     def id(self) -> str:
-        return f"{self.run_id}@{self.host}:{self.pid}:{self.started:.0f}"
+        return f"{self.run_id}@{self.host}:{self.pid}:{self.started:.0f}" + (f"/{self.slot}" if self.slot else "")
 
     @property
     def label(self) -> str:
@@ -68,11 +69,11 @@ class Owner:
         return {"id": self.id, "run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started}
 
     @classmethod
-    def this_process(cls, run_id: str) -> "Owner":
+    def this_process(cls, run_id: str, slot: int = 0) -> "Owner":
         import psutil
 
         return cls(run_id=run_id, host=socket.gethostname(), pid=os.getpid(),
-                   started=psutil.Process().create_time())
+                   started=psutil.Process().create_time(), slot=slot)
 
 
 def is_dead(owner: dict | None) -> bool:
@@ -102,7 +103,7 @@ class Claims:
         self.lease_s = lease_s
         self.max_wait_s = max_wait_s
         self._offset: dt.timedelta | None = None
-        self._renewed: dict[tuple[str, str], float] = {}
+        self._held: dict[tuple[str, str], float] = {}  # claims held -> when last renewed
 
     # ---------------------------------------------------------------- time
     def now(self) -> dt.datetime:
@@ -126,7 +127,7 @@ class Claims:
             held = self.retry(f"claiming {key}", claim, coll, key, self.owner.doc(), now,
                               now + dt.timedelta(seconds=self.lease_s), takeover=takeover, fields=fields)
             if held is not None:
-                self._renewed[(collection, key)] = time.monotonic()
+                self._held[(collection, key)] = time.monotonic()
                 return held
             holder = (self.retry(f"reading {collection}", coll.find_one, {"_id": key}, {"owner": 1}) or {}).get("owner")
             if holder and is_dead(holder):
@@ -142,24 +143,33 @@ class Claims:
         """Hold the ledger entry of ``key`` (created when new)."""
         return self.claim(LEDGER, key, {"path": key})
 
-    def renew(self, collection: str, key: str, force: bool = False) -> None:
-        """Extend the lease (at most every quarter lease unless ``force``); ClaimLost if taken over."""
-        last = self._renewed.get((collection, key), 0.0)
-        if not force and time.monotonic() - last < self.lease_s / 4:
-            return
+    def renew(self, collection: str, key: str) -> None:
+        """Extend the lease now; ClaimLost if another loader took the claim over."""
         now = self.now()
         result = self.retry(f"renewing the claim on {key}", self.db[collection].update_one,
                             {"_id": key, "owner.id": self.owner.id},
                             {"$set": {"lease_until": now + dt.timedelta(seconds=self.lease_s)}})
         if result.matched_count != 1:
+            self._held.pop((collection, key), None)
             raise ClaimLost(f"{key}: another loader took the claim over (this one was too slow to renew it)")
-        self._renewed[(collection, key)] = time.monotonic()
+        self._held[(collection, key)] = time.monotonic()
+
+    def renew_due(self) -> None:
+        """Renew every claim held whose last renewal is a quarter lease old."""
+        due = time.monotonic() - self.lease_s / 4
+        for (collection, key), last in list(self._held.items()):
+            if last < due:
+                self.renew(collection, key)
 
     def release(self, collection: str, key: str) -> None:
         """Let go of a content claim (ledger entries are released by the ledger's final update)."""
-        self._renewed.pop((collection, key), None)
+        self._held.pop((collection, key), None)
         self.retry(f"releasing the claim on {key}", self.db[collection].delete_one,
                    {"_id": key, "owner.id": self.owner.id})
+
+    def forget(self, collection: str, key: str) -> None:
+        """No longer renew ``key``: its claim was released by another write (the ledger's final one)."""
+        self._held.pop((collection, key), None)
 
     @contextmanager
     def content(self, sha256: str) -> Iterator[None]:
@@ -169,9 +179,3 @@ class Claims:
             yield
         finally:
             self.release(CLAIMS, sha256)
-
-    def renew_all(self, path_key: str, sha256: str | None) -> None:
-        """Renew the file's and (when held) its content's claims, when due."""
-        self.renew(LEDGER, path_key)
-        if sha256:
-            self.renew(CLAIMS, sha256)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -30,7 +31,7 @@ from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
 from ingest.ledger import Ledger
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
-from ingest.load.files import FileContext, load_file, recover
+from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.writer import PipelinedWriter
@@ -97,6 +98,7 @@ class LoadStopped(SciIngestError):
 SOCKET_TIMEOUT_MS = 120_000
 
 _CONTEXTS: dict[tuple, FileContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
 
 
 def _client(uri: str, write_concern: dict | None):
@@ -105,28 +107,52 @@ def _client(uri: str, write_concern: dict | None):
 
 
 def _context(job: LoadJob) -> FileContext:
-    """This process's context for ``job``: one client, ledger, claim set and writer, reused."""
-    key = (os.getpid(), repr(job))
-    ctx = _CONTEXTS.get(key)
-    if ctx is None:
-        db = _client(job.uri, job.write_concern)[job.db_name]
-        retry = Retry(job.retry_s, uri=job.uri)
-        owner = Owner.this_process(job.run_id)
-        live = not job.dry_run
-        ctx = FileContext(
-            db=db, run_id=job.run_id, owner=owner, retry=retry,
-            claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
-            ledger=Ledger(db, retry) if live else None,
-            writer=PipelinedWriter(db, retry) if live else None,
-            batch_size=job.batch_size, force=job.force, dry_run=job.dry_run)
-        _CONTEXTS[key] = ctx
+    """This thread's context for ``job``: the process's client; a ledger, claim set and writer
+    of its own (a Dask worker with several threads runs several loaders), reused across tasks."""
+    key = (os.getpid(), threading.get_ident(), repr(job))
+    with _CONTEXTS_LOCK:
+        return _CONTEXTS.get(key) or _new_context(job, key)
+
+
+def _new_context(job: LoadJob, key: tuple) -> FileContext:
+    db = _client(job.uri, job.write_concern)[job.db_name]
+    retry = Retry(job.retry_s, uri=job.uri)
+    slot = sum(1 for k in _CONTEXTS if k[0] == key[0] and k[2] == key[2])
+    owner = Owner.this_process(job.run_id, slot)
+    live = not job.dry_run
+    ctx = _CONTEXTS[key] = FileContext(
+        db=db, run_id=job.run_id, owner=owner, retry=retry,
+        claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
+        ledger=Ledger(db, retry) if live else None,
+        writer=PipelinedWriter(db, retry) if live else None,
+        batch_size=job.batch_size, force=job.force, dry_run=job.dry_run)
     return ctx
 
 
 def load_group(job: LoadJob, keys: list[str]) -> list[dict]:
-    """Load the files ``keys`` one after the other (a Dask task); their outcomes as dicts."""
+    """Load the files ``keys`` (a Dask task); their outcomes as dicts.
+
+    Pipelined: while the writer writes one file's documents, the next file is
+    read and parsed; a file is completed once its documents are written.
+    """
     ctx = _context(job)
-    outcomes = [load_file(ctx, key) for key in keys]
+    outcomes: list[FileOutcome] = []
+    flights: list[InFlight] = []
+    try:
+        for key in keys:
+            step = start(ctx, key)
+            while flights:
+                outcomes.append(complete(ctx, flights.pop(0)))
+            if isinstance(step, InFlight):
+                flights.append(step)
+            else:
+                outcomes.append(step)
+        while flights:
+            outcomes.append(complete(ctx, flights.pop(0)))
+    except BaseException:
+        for flight in flights:
+            abandon(ctx, flight.outcome.path)
+        raise
     if not job.dry_run:
         _record_file_timings(ctx, job, outcomes)
     return [o.as_dict() for o in outcomes]
