@@ -262,3 +262,27 @@ def test_a_load_whose_last_ledger_write_was_lost_is_finished_not_rolled_back(db,
     else:  # not the file's content any more: rolled back, loaded again by the next load of the path
         assert after["status"] == "failed" and "rolled back" in after["error"]
         assert db.searches.count_documents({"source.sha256": entry["sha256"]}) == 0
+
+
+def test_paths_that_vanish_or_turn_unreadable_after_discovery_fail_alone(db, mongo_uri, small_inputs):
+    """Between the plan and the load one file is deleted and another replaced by a directory:
+    each is a failed file with its reason, the others go in."""
+    from ingest.load import LoadOptions, load_paths
+
+    gone, odd = sorted(small_inputs.glob("*.m10"))[:2]
+
+    def meanwhile(todo) -> None:
+        assert {Path(t.key).name for t in todo} >= {gone.name, odd.name}
+        gone.unlink()
+        odd.unlink()
+        odd.mkdir()
+
+    summary = load_paths(mongo_uri, db.name, [small_inputs], "vanish", LoadOptions(workers=1, progress=False),
+                         on_plan=meanwhile)
+    by_name = {Path(f.path).name: f for f in summary.files}
+    assert by_name[gone.name].status == "failed" and "cannot read" in by_name[gone.name].reason
+    assert by_name[odd.name].status == "failed" and "cannot read" in by_name[odd.name].reason
+    assert summary.count("loaded") == 2
+    assert db.searches.count_documents({}) == 0  # both search files failed: nothing of them written
+    assert db.materials.count_documents({}) == 300
+    assert db.ingest_files.find_one({"_id": str(gone.resolve())})["status"] == "failed"

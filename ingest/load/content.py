@@ -35,13 +35,14 @@ KEEP_CHECKED_BYTES = 16 << 20
 def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
     """(collection, filter) pairs selecting every document made from the content ``sha``.
 
-    Search documents by the prefix their ids share (``search_id`` =
-    ``sha[:20]:<query>``; the ``_id`` index, or the hits' ``search_id`` index,
-    serves the range), records by ``_source.sha256``.
+    Search documents by the prefix their ids share (a search's ``_id`` is
+    ``sha[:20]:<query>``, a hit's ``<search _id>:<rank>``), so the ``_id``
+    index, which a bulk load keeps, serves the range; records by
+    ``_source.sha256`` (a loader's index).
     """
     prefix = search_id(sha, 0)[:-1]  # "<sha[:20]>:"
     in_range = {"$gte": prefix, "$lt": prefix[:-1] + ";"}  # ";" follows ":"
-    return ((SEARCHES, {"_id": in_range}), (HITS, {"search_id": in_range}),
+    return ((SEARCHES, {"_id": in_range}), (HITS, {"_id": in_range}),
             (MATERIALS, {"_source.sha256": sha}), (TASKS, {"_source.sha256": sha}))
 
 
