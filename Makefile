@@ -29,11 +29,12 @@ run: install
 test: install
 	$(BIN)/python -m pytest -q
 
-# bench_load.py builds its corpus when missing (benchmarks/make_load_corpus.sh, about a minute)
-# and starts and stops its own embedded server.
+# bench_load.py builds its corpora when missing (benchmarks/make_load_corpus.sh: 1x about a
+# minute, 10x about ten, 2 GB under $TMPDIR/sci-ingest-bench) and starts and stops its own
+# embedded server; the whole run takes about 30 minutes on 2 cores (--quick: one minute).
 bench: install
 	$(BIN)/python benchmarks/bench_pasta.py
-	$(BIN)/python benchmarks/bench_load.py
+	$(BIN)/python benchmarks/bench_load.py --build-10x
 
 # Re-resolve the pins after editing requirements.in.
 lock:
