@@ -52,7 +52,7 @@ from ingest.load.writer import PipelinedWriter
 from ingest.mongo import Retry
 from ingest.timing import utcnow
 
-__all__ = ["FileContext", "InFlight", "start", "complete", "load_file", "recover", "dry_run"]
+__all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run"]
 
 #: How often a file is written again because the server restarted while it was written.
 MAX_REWRITES = 3
@@ -93,12 +93,6 @@ class InFlight:
 
 
 # ------------------------------------------------------------------ the transaction
-def load_file(ctx: FileContext, key: str) -> FileOutcome:
-    """Load the file at ``key`` (a resolved path), waiting for its writes; what happened."""
-    step = start(ctx, key)
-    return complete(ctx, step) if isinstance(step, InFlight) else step
-
-
 def start(ctx: FileContext, key: str) -> FileOutcome | InFlight:
     """Claim, check and parse the file, and queue its documents; an outcome when that decides it."""
     outcome = FileOutcome(path=key, status="loading", worker=ctx.owner.label)
