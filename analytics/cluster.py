@@ -17,7 +17,10 @@ from typing import Iterator
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["dask_client", "warm_up"]
+__all__ = ["dask_client", "warm_up", "WORKER_CONFIG"]
+
+#: Dask configuration every worker of a private cluster runs with, restarted ones included.
+WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}}}
 
 
 @contextmanager
@@ -51,14 +54,18 @@ def dask_client(scheduler_address: str | None = None,
         # No statistical profiler in the workers: on Python 3.11 before 3.11.9 its
         # sys._current_frames() can deadlock a process whose threads come and go
         # (CPython gh-106883), and a load's worker has a writer and pymongo's threads.
-        with dask.config.set({"distributed.worker.profile.enabled": False}):
-            cluster = LocalCluster(
-                n_workers=n_workers or default_workers(),
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
-            )
+        # Given to the nannies, not set around the constructor: a worker that a nanny
+        # starts again after it died must get it too (a config set only while the
+        # cluster starts is gone by then, and the new worker profiled and hung).
+        cluster = LocalCluster(
+            n_workers=n_workers or default_workers(),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
+            # the nannies replace whole top-level sections: give them all of the config
+            config=dask.config.merge(dask.config.config, WORKER_CONFIG),
+        )
     except (OSError, TimeoutError) as exc:
         raise AnalysisError(f"could not start a local Dask cluster: {exc}") from exc
     try:

@@ -8,8 +8,10 @@ database tests use the real server from ``conftest.py``; one LocalCluster
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -484,3 +486,28 @@ def test_local_cluster_workers_run_without_the_statistical_profiler(dclient):
     """Dask's profiler calls sys._current_frames() every 10 ms, which on Python 3.11 < 3.11.9 can
     deadlock a process whose threads come and go (CPython gh-106883): a load's worker hung so."""
     assert set(dclient.run(_profiler_enabled).values()) == {False}
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+def test_a_worker_started_again_after_it_died_runs_without_the_profiler_too():
+    """The nanny starts a new worker after a kill -9; it hung a load when it came up profiling."""
+    import psutil
+
+    with dask_client(None, n_workers=1) as client:
+        (before,) = client.run(_pid).values()
+        psutil.Process(before).kill()
+        deadline = time.monotonic() + 60
+        pids: set = set()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                pids = set(client.run(_pid).values())
+            except OSError:  # asked while the scheduler still listed the dead worker
+                continue
+            if pids and before not in pids:
+                break
+        assert pids and before not in pids, "the nanny did not start a new worker within 60 s"
+        assert set(client.run(_profiler_enabled).values()) == {False}
