@@ -272,8 +272,13 @@ def dry_run(ctx: FileContext, path: Path, outcome: FileOutcome) -> FileOutcome:
     return outcome
 
 
+def _same_version(record: dict, size: int, mtime: float) -> bool:
+    """Whether ``record`` (an entry, or its pending version) describes a file of this size and mtime."""
+    return record.get("size") == size and record.get("mtime") == mtime
+
+
 def _unchanged(entry: dict, size: int, mtime: float) -> bool:
-    return entry.get("status") == "loaded" and entry.get("size") == size and entry.get("mtime") == mtime
+    return entry.get("status") == "loaded" and _same_version(entry, size, mtime)
 
 
 def _already_loaded(ctx: FileContext, entry: dict, outcome: FileOutcome, why: str) -> FileOutcome:
@@ -433,4 +438,4 @@ def _written_and_current(key: str, pending: dict) -> bool:
         stat = Path(key).stat()
     except OSError:
         return False
-    return stat.st_size == final.get("size") and stat.st_mtime == final.get("mtime")
+    return _same_version(final, stat.st_size, stat.st_mtime)
