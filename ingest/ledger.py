@@ -26,9 +26,11 @@ read; otherwise its sha256 decides.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from ingest.catalog import LEDGER
+from ingest.fileio import open_regular
 from ingest.mongo import Retry, durable
 
 #: Fields the planner reads to decide, per file, whether it must be loaded.
@@ -37,12 +39,13 @@ _LOOKUP_CHUNK = 1000
 
 
 def file_key(path: Path) -> str:
-    return str(Path(path).resolve())
+    """The ledger's key of a file: its absolute path with symbolic links resolved."""
+    return os.path.realpath(path)  # unlike Path.resolve, never raises on a symbolic link loop
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()

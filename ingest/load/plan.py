@@ -13,13 +13,16 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from ingest import parsers
+from ingest.fileio import display_path, is_displayable, kind_of
 from ingest.ledger import Ledger, file_key
 from ingest.load.outcome import FileOutcome
 
@@ -42,23 +45,78 @@ class FileTask:
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
-    """Expand directories into the data files under them (sorted), each path once; name the missing."""
+    """Expand directories into the data files under them (sorted), each path once.
+
+    Returns (files, refused): a path that is missing, a broken or looping
+    symbolic link, not a regular file (FIFO, socket, device), named in bytes
+    that are not UTF-8, or a directory that cannot be read is a failed outcome
+    with its reason, never an exception.  Symbolic links to directories inside
+    a directory are not followed (a link back up would loop); a path given on
+    the command line is.
+    """
     suffixes = parsers.data_file_suffixes()
     found: dict[str, Path] = {}
-    missing: list[FileOutcome] = []
+    refused: list[FileOutcome] = []
+
+    def refuse(path: Path, reason: str) -> None:
+        refused.append(FileOutcome(path=display_path(path), status="failed", reason=reason))
+
+    def add(path: Path, st: os.stat_result) -> None:
+        if not is_displayable(path):
+            refuse(path, "the file name is not valid UTF-8 (shown escaped); rename the file to load it")
+        elif not stat.S_ISREG(st.st_mode):
+            refuse(path, f"not a regular file: {kind_of(st.st_mode)}")
+        else:
+            found.setdefault(file_key(path), path)
+
+    def walk(directory: Path) -> None:
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
+        except OSError as exc:
+            refuse(directory, f"cannot read the directory: {exc.strerror or exc}")
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            if _is_real_dir(entry):
+                walk(path)
+            elif entry.name.lower().endswith(suffixes):
+                try:
+                    add(path, entry.stat())
+                except OSError as exc:
+                    refuse(path, _unreadable(path, exc))
+
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith(".") and name.lower().endswith(suffixes):
-                        found.setdefault(file_key(Path(root) / name), Path(root) / name)
-        elif path.is_file():
-            found.setdefault(file_key(path), path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            refuse(path, _unreadable(path, exc))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            walk(path)
         else:
-            missing.append(FileOutcome(path=str(path), status="failed", reason="no such file or directory"))
-    return list(found.values()), missing
+            add(path, st)
+    return list(found.values()), refused
+
+
+def _is_real_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    """Why ``path`` cannot be stat'ed, in words."""
+    if exc.errno == errno.ELOOP:
+        return "a loop of symbolic links"
+    if exc.errno == errno.ENOENT:
+        return "a broken symbolic link (its target does not exist)" if path.is_symlink() \
+            else "no such file or directory"
+    return f"cannot read: {exc.strerror or exc}"
 
 
 def plan(ledger: Ledger | None, files: list[Path], force: bool = False) -> tuple[list[FileTask], list[FileOutcome]]:
