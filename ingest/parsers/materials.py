@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -72,6 +73,9 @@ __all__ = ["Record", "classify", "read_records"]
 
 CHUNK = 1 << 16
 SNIFF_LINES = 5
+#: The largest record (its JSON text) read; a bigger one is refused before it is parsed or kept in
+#: memory.  MongoDB stores documents of at most 16 MiB of BSON.  ``SCI_INGEST_MAX_RECORD_BYTES``.
+MAX_RECORD_BYTES = int(os.environ.get("SCI_INGEST_MAX_RECORD_BYTES", str(16 << 20)))
 
 _ENTRY_CLASSES = {"ComputedStructureEntry", "ComputedEntry", "GibbsComputedStructureEntry"}
 _ESCAPED_BYTES = re.compile("[\udc80-\udcff]")  # undecodable bytes under surrogateescape
@@ -201,6 +205,32 @@ def _loads(text: str) -> Any:
             f" of line {exc.lineno} of the record" if exc.lineno > 1 else "")) from None
     except RecursionError:
         raise ParseError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer literal over Python's digit limit (sys.get_int_max_str_digits)
+        raise ParseError(f"a number too long to read: {str(exc).split(':')[0].lower()}") from None
+
+
+def _too_big(size: int) -> str:
+    return (f"record of {size:,} bytes is over the {MAX_RECORD_BYTES:,}-byte limit "
+            "(MongoDB stores documents of at most 16 MiB; SCI_INGEST_MAX_RECORD_BYTES)")
+
+
+def _bounded_lines(stream: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
+    """(line, size) per physical line; ``None`` for a line over the record limit, which is
+    skipped without being held in memory."""
+    while True:
+        line = stream.readline(MAX_RECORD_BYTES + 1)
+        if not line:
+            return
+        if len(line) <= MAX_RECORD_BYTES or line.endswith(b"\n"):
+            yield line, len(line)
+            continue
+        size = len(line)
+        while not line.endswith(b"\n"):
+            line = stream.readline(CHUNK)
+            if not line:
+                break
+            size += len(line)
+        yield None, size
 
 
 class _Prefixed(io.RawIOBase):
@@ -225,8 +255,11 @@ class _Prefixed(io.RawIOBase):
         return n
 
 
-def _read_lines(lines, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
-    for number, raw_line in enumerate(lines, start=first_line):
+def _read_lines(stream: BinaryIO, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
+    for number, (raw_line, size) in enumerate(_bounded_lines(stream), start=first_line):
+        if raw_line is None:
+            yield ParseError(_too_big(size), source=source, line=number)
+            continue
         text = raw_line.strip()
         if not text:
             continue
@@ -279,6 +312,7 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
             refill(len(buf))
         pos = buf.index("[") + 1
     start, depth, quoted, number, closed = pos, (1 if array else 0), False, 0, False
+    over: tuple[int, int] | None = None  # (first line, bytes skipped) of a record over the limit
     while not closed:
         if quoted:
             m = in_string.search(buf, pos)
@@ -300,7 +334,13 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
                     depth += 1
                 elif array and depth == 1:
                     if ch in ",]":
-                        if buf[start:at].strip():
+                        if over is None and at - start > MAX_RECORD_BYTES:
+                            over = (first_line_of(start, at), 0)
+                        if over is not None:
+                            number += 1
+                            yield _oversize(over, at - start, source, number)
+                            over = None
+                        elif buf[start:at].strip():
                             number += 1
                             yield number, first_line_of(start, at), buf[start:at]
                         elif ch == "," or number > 0:
@@ -314,12 +354,23 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
                     depth = max(depth - 1, 0)
                     if not array and depth == 0:
                         number += 1
-                        yield number, first_line_of(start, pos), buf[start:pos]
+                        if over is None and pos - start > MAX_RECORD_BYTES:
+                            over = (first_line_of(start, pos), 0)
+                        if over is not None:
+                            yield _oversize(over, pos - start, source, number)
+                            over = None
+                        else:
+                            yield number, first_line_of(start, pos), buf[start:pos]
                         start = pos
                 continue
             pos = len(buf)
         if eof:
             break
+        if over is None and len(buf) - start > MAX_RECORD_BYTES:
+            over = (first_line_of(start, len(buf)), 0)  # too big to keep: skip to its end, then say so
+        if over is not None:
+            over = (over[0], over[1] + pos - start)
+            start = pos
         dropped = refill(start)
         pos, start = pos - dropped, start - dropped
     if closed:  # only whitespace may follow the array
@@ -338,24 +389,20 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
         yield ParseError(f"{reason} (line {first_line_of(start, len(buf))})", source=source, line=number + 1)
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def _oversize(over: tuple[int, int], rest: int, source: str, number: int) -> ParseError:
+    line, skipped = over
+    return ParseError(f"{_too_big(skipped + rest)} (starting line {line})", source=source, line=number)
+
+
 def _balanced(line: bytes) -> bool:
     """True if ``line`` closes every bracket it opens (strings skipped)."""
-    depth, quoted, escaped = 0, False, False
-    for byte in line:
-        if quoted:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                quoted = False
-        elif byte == 0x22:
-            quoted = True
-        elif byte in b"[{":
-            depth += 1
-        elif byte in b"]}":
-            depth -= 1
-    return depth <= 0 and not quoted
+    bare = _JSON_STRING.sub(b"", line)
+    if b'"' in bare:
+        return False  # a string left open
+    return bare.count(b"[") + bare.count(b"{") <= bare.count(b"]") + bare.count(b"}")
 
 
 def _is_object_line(text: bytes) -> bool:
@@ -407,10 +454,12 @@ def _read_records(handle: BinaryIO, source: str) -> Iterator[Record | ParseError
         jsonl = False
         first_balanced = None
         while len([p for p in peeked if p.strip()]) < SNIFF_LINES:
-            line = stream.readline()
+            line = stream.readline(MAX_RECORD_BYTES + 1)
             if not line:
                 break
             peeked.append(line)
+            if len(line) > MAX_RECORD_BYTES or sum(map(len, peeked)) > MAX_RECORD_BYTES:
+                break  # too long for a line of JSON Lines: objects on one line, or an oversize one
             text = line.strip()
             if not text:
                 continue
