@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp
-from ingest.parsers.pasta.common import _FLOAT, _INT, _HitContext, _decode, _end_col, _orient, _typed
+from ingest.parsers.pasta.common import (
+    _FLOAT, _INT, _HitContext, _decode, _end_col, _not_residues, _orient, _typed,
+)
 
 # suffix of an alignment score line (after the "xx_" prefix) -> (Hsp attribute, type)
 _HSP_KEYS: dict[bytes, tuple[str, type]] = {
@@ -172,6 +174,12 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     hsp.hit_start, hsp.hit_end, hsp.hit_strand = side
 
     if ctx.sequences:
+        for begin, end, side_name in ((qseq_at, hh, "query"), (hseq_at, hend, "library")):
+            bad = _not_residues(block[begin:end])
+            if bad:
+                at = begin + next(i for i, b in enumerate(block[begin:end]) if b in bad)
+                raise err(f"{len(bad)} byte(s) in the {side_name} sequence that are not residues "
+                          f"(first: {bad[:1]!r})", at)
         qdisp = block[qseq_at:hh].replace(b"\n", b"")
         hdisp = block[hseq_at:hend].replace(b"\n", b"")
         # FASTA shows context around the alignment; both sides are column-aligned at

@@ -13,6 +13,18 @@ _INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
 _FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASCII)
 
 
+#: What an aligned sequence of ``-m 10`` output may hold: residue letters (upper case, and
+#: lower case where FASTA masks), ``*`` (stop), ``-`` (gap), ``/`` and ``\\`` (frameshifts of
+#: fastx/fasty/tfastx/tfasty) and ``.``; anything else (NUL, digits, blanks, bytes over 127)
+#: is not output of the FASTA programs.
+RESIDUE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz*-/\\."
+
+
+def _not_residues(seq: bytes) -> bytes:
+    """The bytes of ``seq`` (newlines aside) that cannot be residues (empty when all can)."""
+    return seq.translate(None, RESIDUE_BYTES + b"\n")
+
+
 def _typed(value: str):
     """int/float if ``value`` is a plain number, else the stripped string."""
     if _INT_S.fullmatch(value):

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Callable
 
 from ingest.model import Hit, Hsp
-from ingest.parsers.pasta.common import _HitContext, _end_col
+from ingest.parsers.pasta.common import _HitContext, _end_col, _not_residues
 from ingest.parsers.pasta.reader import MAX_LINE
 
 _SCORES = (
@@ -276,6 +276,8 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
         qseq = hseq = consensus = None
         hit_lines += fixed + len(blank) + (al_code is not None) + (ann is not None)
         if sequences:
+            if _not_residues(qsq) or _not_residues(hsq):
+                break  # the checking parser names the line
             qdisp = qsq.replace(b"\n", b"")
             hdisp = hsq.replace(b"\n", b"")
             hit_lines += len(qsq) - len(qdisp) + len(hsq) - len(hdisp)
