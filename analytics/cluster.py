@@ -31,8 +31,9 @@ def dask_client(scheduler_address: str | None = None,
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),
     connect to that scheduler; its workers must be able to import sci-ingest.
     Otherwise start a private ``LocalCluster`` of ``n_workers`` (default:
-    the cores, :func:`ingest.config.default_workers`) single-threaded worker processes, without dashboard
-    and with quiet logs, and shut it down at exit.  The client is not made the
+    the cores, :func:`ingest.config.default_workers`) single-threaded worker
+    processes, with quiet logs and the scheduler's HTTP port chosen freely (not
+    8787, which another cluster may hold), and shut it down at exit.  The client is not made the
     global default.
     """
     from dask.distributed import Client, LocalCluster
@@ -61,7 +62,7 @@ def dask_client(scheduler_address: str | None = None,
             n_workers=n_workers or default_workers(),
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # no fixed port: another cluster may hold 8787 (its warning is noise)
             silence_logs=logging.CRITICAL,  # task errors reach the caller through their futures
             # the nannies replace whole top-level sections: give them all of the config
             config=dask.config.merge(dask.config.config, WORKER_CONFIG),
