@@ -47,6 +47,7 @@ from pymongo.errors import (
 
 from ingest.catalog import INDEXES, SHARD_KEYS
 from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, UnsupportedFeature
+from ingest.secrets import redact_uri, remember
 
 __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
@@ -102,8 +103,10 @@ def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_P
     it half did before it restarted.  ``socket_timeout_ms`` bounds the wait for
     any one reply (default: none), for callers whose every operation is short:
     a reply that never comes then becomes a retried timeout instead of a hang.
-    A malformed URI raises :class:`ConfigError`.
+    A malformed URI raises :class:`ConfigError`.  The URI's secrets are remembered
+    first, so no message about it can show them (:mod:`ingest.secrets`).
     """
+    remember(str(uri))
     try:
         return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
                                                     socket_timeout_ms))
@@ -167,13 +170,8 @@ def ping(uri: str, timeout_ms: int = 500) -> dict | None:
 
 
 def redact(uri: str) -> str:
-    """The URI without a password, for messages and reports."""
-    if "@" not in uri or "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"
+    """The URI without its password or secret options, for messages and reports."""
+    return redact_uri(uri)
 
 
 # ------------------------------------------------------------------ errors
