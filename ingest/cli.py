@@ -155,7 +155,7 @@ def worker_rows(file_rows: list[dict]) -> list[dict]:
 
 def cmd_server(args) -> int:
     from ingest.config import Settings
-    from ingest.server import running_server, start_background, stop_background
+    from ingest.server import holder, server_state, start_background, stop_background
 
     settings = Settings.from_env()
     if args.action == "start":
@@ -164,11 +164,24 @@ def cmd_server(args) -> int:
         print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
         print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
     elif args.action == "stop":
-        print("stopped" if stop_background(settings.state_dir) else "no server was running")
+        outcome = stop_background(settings.state_dir)
+        print({"stopped": "stopped",
+               "dead": "the recorded server was no longer running (it died); its record is removed",
+               "absent": "no server was running"}[outcome])
     else:
-        state = running_server(settings.state_dir)
-        if not state:
-            print("not running")
+        status, state = server_state(settings.state_dir)
+        if status == "unresponsive":
+            print(f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
+                  f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
+            return 1
+        if status != "running":
+            busy = holder(settings.db_dir)
+            if busy is not None:  # e.g. the private server of a command running now
+                print(f"not running as the shared server, but SecantusDB pid {busy['pid']} (port {busy['port']}) "
+                      f"has its data directory open: the private server of another command")
+                return 1
+            print("not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
+                                   if status == "dead" else ""))
             return 3
         from ingest.mongo import connect, describe
 
@@ -299,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", action="store_true", help="the load's files, documents and time per worker")
 
     p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
-            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n",
+            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n\n"
+            "exit codes:\n  0  done (status: the shared server runs and answers)\n"
+            "  1  error (status: a server process holds the data but does not answer, or is another\n"
+            "     command's private server)\n  3  status: no server runs\n",
             parents=())
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--port", type=int, help="port for start (default: a free one)")

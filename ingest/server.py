@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +100,7 @@ class EmbeddedServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
+        refuse_if_held(self.data_dir)
         if self.port is None:
             self.port = free_port(self.host)
         log = open(self.log_path, "ab")
@@ -109,6 +111,8 @@ class EmbeddedServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=detach,
+                # a private server dies with the command, however the command dies (kill -9 too)
+                preexec_fn=None if detach else _dies_with_parent(),
             )
         except OSError as exc:
             raise ServerError(f"could not start {EXECUTABLE}: {exc}") from exc
@@ -156,21 +160,132 @@ class EmbeddedServer:
         self.stop()
 
 
+def _dies_with_parent():
+    """A ``preexec_fn`` that has the child sent SIGTERM when this process dies (Linux), or None.
+
+    ``atexit`` alone misses SIGKILL, the OOM killer and a ``timeout``; an orphaned
+    server would keep the data directory locked for every later command.  The
+    kernel signals the child when the *thread* that started it ends, so this is
+    used from the main thread only.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return preexec
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def holder(data_dir: Path) -> dict | None:
+    """The live SecantusDB process that has ``data_dir`` open (found by its command line), or None."""
+    import psutil
+
+    wanted = os.path.realpath(data_dir)
+    for proc in psutil.process_iter(["pid", "cmdline", "status", "create_time"]):
+        cmd = proc.info.get("cmdline") or []
+        if not any(EXECUTABLE in part for part in cmd[:2]) or "--storage-path" not in cmd:
+            continue
+        at = cmd.index("--storage-path") + 1
+        if at < len(cmd) and os.path.realpath(cmd[at]) == wanted and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            port = cmd[cmd.index("--port") + 1] if "--port" in cmd[:-1] else None
+            return {"pid": proc.info["pid"], "status": proc.info["status"], "port": port,
+                    "started": proc.info["create_time"], "cmdline": cmd,
+                    "stopped": proc.info["status"] in (psutil.STATUS_STOPPED, "tracing-stop")}
+    return None
+
+
+def refuse_if_held(data_dir: Path) -> None:
+    """ServerError saying what to do when another server process has ``data_dir`` open."""
+    found = holder(data_dir)
+    if found is None:
+        return
+    pid = found["pid"]
+    if found["stopped"]:
+        raise ServerError(f"the data directory {data_dir} belongs to SecantusDB pid {pid}, which is stopped "
+                          f"(SIGSTOP) and does not answer: resume it with `kill -CONT {pid}` or end it with "
+                          f"`kill {pid}`")
+    raise ServerError(f"the data directory {data_dir} is in use by SecantusDB pid {pid} (port {found['port']}), "
+                      "the private server of another command: wait for that command to end, or run "
+                      "`sci-ingest server start` once so that commands share one server")
+
+
 # ---------------------------------------------------------------- long-lived server
 def _state_file(state_dir: Path) -> Path:
     return Path(state_dir) / "server.json"
 
 
-def running_server(state_dir: Path) -> dict | None:
-    """The long-lived server recorded under ``state_dir`` if it still answers."""
-    path = _state_file(state_dir)
+def _recorded(state_dir: Path) -> dict | None:
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(_state_file(state_dir).read_text())
     except (OSError, ValueError):
         return None
-    if ping(state.get("uri", ""), timeout_ms=1000) is None:
+    return state if isinstance(state, dict) else None
+
+
+def _same_process(state: dict):
+    """The psutil.Process of the recorded server if that very process still runs (same pid, start
+    time and data directory: a reused pid is another process), else None."""
+    import psutil
+
+    try:
+        proc = psutil.Process(int(state.get("pid", 0)))
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        if "started" in state and abs(proc.create_time() - float(state["started"])) > 1.0:
+            return None
+        cmd = proc.cmdline()
+    except (psutil.Error, ValueError, TypeError):
         return None
-    return state
+    if not any(EXECUTABLE in part for part in cmd[:2]) or str(state.get("data_dir")) not in cmd:
+        return None
+    return proc
+
+
+def server_state(state_dir: Path) -> tuple[str, dict | None]:
+    """("running" | "unresponsive" | "dead" | "absent", the record): what the recorded server is doing.
+
+    ``unresponsive``: its process runs (e.g. stopped by SIGSTOP, or overloaded) but it did
+    not answer within a few seconds; ``dead``: the record names a process that is gone.
+    """
+    state = _recorded(state_dir)
+    if state is None:
+        return "absent", None
+    if _same_process(state) is None:
+        return "dead", state
+    if ping(state.get("uri", ""), timeout_ms=3000) is None:
+        return "unresponsive", state
+    return "running", state
+
+
+def running_server(state_dir: Path) -> dict | None:
+    """The long-lived server recorded under ``state_dir`` if it still answers.
+
+    Raises ServerError when its process runs but does not answer: starting a
+    second server on the same data would only fail on WiredTiger's lock.
+    """
+    status, state = server_state(state_dir)
+    if status == "unresponsive":
+        raise ServerError(_unresponsive(state))
+    return state if status == "running" else None
+
+
+def _unresponsive(state: dict) -> str:
+    pid = state.get("pid")
+    return (f"the shared SecantusDB server (pid {pid}, {state.get('uri')}) runs but does not answer "
+            f"(stopped with SIGSTOP? resume it with `kill -CONT {pid}`); `sci-ingest server stop` ends it")
 
 
 def start_background(state_dir: Path, port: int | None = None) -> dict:
@@ -178,10 +293,13 @@ def start_background(state_dir: Path, port: int | None = None) -> dict:
     state = running_server(state_dir)
     if state:
         return {**state, "already_running": True}
+    _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
     server = EmbeddedServer(Path(state_dir) / "db", port=port)
     server.start(detach=True)
+    import psutil
+
     state = {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
-             "log": str(server.log_path)}
+             "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time()}
     _state_file(state_dir).write_text(json.dumps(state, indent=2))
     return {**state, "already_running": False}
 
@@ -194,26 +312,28 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop_background(state_dir: Path, timeout: float = 20.0) -> bool:
-    """Stop the long-lived server; False if none was running."""
-    path = _state_file(state_dir)
+def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
+    """Stop the long-lived server: "stopped", "dead" (its record named a process that is gone;
+    the record is removed) or "absent".  Only the very process that was started is signalled."""
+    state = _recorded(state_dir)
+    if state is None:
+        return "absent"
+    proc = _same_process(state)
+    if proc is None:
+        _state_file(state_dir).unlink(missing_ok=True)
+        return "dead"
+    import psutil
+
     try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    pid = int(state.get("pid", 0))
-    stopped = False
-    if pid:
+        proc.send_signal(signal.SIGCONT)  # a stopped server cannot act on SIGTERM
+        proc.terminate()  # SIGTERM: WiredTiger checkpoints and closes
         try:
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                _reap(pid)
-                os.kill(pid, 0)
-                time.sleep(0.1)
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        stopped = True
-    path.unlink(missing_ok=True)
-    return stopped
+            proc.wait(timeout)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    except psutil.NoSuchProcess:
+        pass
+    _reap(proc.pid)
+    _state_file(state_dir).unlink(missing_ok=True)
+    return "stopped"

@@ -65,7 +65,7 @@ def test_background_server_is_found_and_stopped(tmp_path):
         assert again["already_running"] is True and again["uri"] == state["uri"]
         assert running_server(tmp_path)["pid"] == state["pid"]
     finally:
-        assert stop_background(tmp_path) is True
+        assert stop_background(tmp_path) == "stopped"
     assert running_server(tmp_path) is None
     assert ping(state["uri"]) is None
 

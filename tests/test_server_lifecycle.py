@@ -1,0 +1,124 @@
+"""The embedded server's lifecycle as an operator meets it: the CLI as a subprocess, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ingest.server import holder
+
+BIN = Path(sys.executable).parent / "sci-ingest"
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def _env(home: Path) -> dict:
+    env = {**os.environ, "SCI_INGEST_HOME": str(home), "MONGODB_URI": ""}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    return env
+
+
+def _cli(home: Path, *args, timeout: float = 300):
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=_env(home), timeout=timeout)
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {timeout:.0f} s")
+
+
+def test_kill_9_of_a_load_leaves_no_server_and_the_next_command_works(tmp_path):
+    home = tmp_path / "home"
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)], env=_env(home),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
+        time.sleep(1.0)  # into the load
+        proc.kill()
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _wait(lambda: not psutil.pid_exists(server["pid"]) or
+          psutil.Process(server["pid"]).status() == psutil.STATUS_ZOMBIE, 30,
+          "the private server outlived the command killed with SIGKILL")
+    assert holder(home / "db") is None
+    again = _cli(home, "load", "--workers", "1", "--json", "-q", str(SAMPLES))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["files"]["files_failed"] == 0
+
+
+def test_server_stop_never_signals_a_process_it_did_not_start(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:  # a record whose pid now belongs to another process (pid reuse)
+        (home / "server.json").write_text(json.dumps({
+            "pid": bystander.pid, "uri": "mongodb://127.0.0.1:1/?directConnection=true",
+            "data_dir": str(home / "db"), "started": psutil.Process(bystander.pid).create_time()}))
+        status = _cli(home, "server", "status")
+        assert status.returncode == 3 and "died" in status.stdout
+        stop = _cli(home, "server", "stop")
+        assert stop.returncode == 0 and "no longer running" in stop.stdout, stop.stdout
+        assert bystander.poll() is None  # untouched
+        assert not (home / "server.json").exists()
+        assert "no server was running" in _cli(home, "server", "stop").stdout
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_frozen_server_is_reported_and_never_doubled(tmp_path):
+    home = tmp_path / "home"
+    started = _cli(home, "server", "start")
+    assert started.returncode == 0, started.stderr
+    pid = json.loads((home / "server.json").read_text())["pid"]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        status = _cli(home, "server", "status", timeout=60)
+        assert status.returncode == 1 and "unresponsive" in status.stdout, status.stdout + status.stderr
+        load = _cli(home, "load", "--workers", "1", str(SAMPLES / "pasta"), timeout=60)
+        assert load.returncode == 1 and "does not answer" in load.stderr and "Traceback" not in load.stderr
+        servers = [p for p in psutil.process_iter(["cmdline"])
+                   if str(home / "db") in (p.info["cmdline"] or [])]
+        assert [p.pid for p in servers] == [pid]  # no second server on the same data
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        stop = _cli(home, "server", "stop")
+    assert stop.returncode == 0 and stop.stdout.strip() == "stopped"
+    _wait(lambda: not psutil.pid_exists(pid), 30, "the server did not stop")
+
+
+def test_a_second_command_on_a_busy_home_gets_a_hint_not_a_lock_traceback(tmp_path):
+    home = tmp_path / "home"
+    first = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)], env=_env(home),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        server = _wait(lambda: holder(home / "db"), 60, "the first command's server did not start")
+        second = _cli(home, "load", "--workers", "1", str(SAMPLES / "pasta"), timeout=120)
+        if first.poll() is None or second.returncode != 0:
+            assert second.returncode == 1, second.stderr[-2000:]
+            assert f"in use by SecantusDB pid {server['pid']}" in second.stderr
+            assert "Traceback" not in second.stderr and "WiredTiger" not in second.stderr
+    finally:
+        first.wait(300)
+    assert first.returncode == 0
+
+
+@pytest.mark.parametrize("action", ["status", "stop"])
+def test_server_commands_without_any_record(tmp_path, action):
+    result = _cli(tmp_path / "home", "server", action)
+    assert result.returncode == (3 if action == "status" else 0)
+    assert "not running" in result.stdout or "no server was running" in result.stdout
