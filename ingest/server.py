@@ -83,9 +83,16 @@ class EmbeddedServer:
             raise ServerError("server not started")
         return uri_for(self.host, self.port)
 
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir.parent / "secantusd.toml"
+
     def command(self) -> list[str]:
         return [
             find_executable(),
+            # an explicit (empty) configuration: SecantusDB would otherwise read a secantusd.toml
+            # from the working directory, the home folder or /etc, which can change auth or topology
+            "--config", str(self.config_path),
             "--host", self.host,
             "--port", str(self.port),
             "--storage-path", str(self.data_dir),
@@ -96,8 +103,11 @@ class EmbeddedServer:
     def start(self, timeout: float = 60.0, detach: bool = False) -> str:
         """Start the process and wait until it answers ``hello``; return its URI."""
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (self.data_dir.parent, self.data_dir, self.log_path.parent):
+                folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.data_dir, 0o700)  # the data is its owner's only
+            _private_file(self.config_path, _CONFIG_TEXT)
+            _private_file(self.log_path, None)
         except OSError as exc:
             raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
         refuse_if_held(self.data_dir)
@@ -112,7 +122,7 @@ class EmbeddedServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=detach,
                 # a private server dies with the command, however the command dies (kill -9 too)
-                preexec_fn=None if detach else _dies_with_parent(),
+                preexec_fn=_child_setup(dies_with_parent=not detach),
             )
         except OSError as exc:
             raise ServerError(f"could not start {EXECUTABLE}: {exc}") from exc
@@ -158,6 +168,34 @@ class EmbeddedServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_CONFIG_TEXT = ("# Written by sci-ingest and passed with --config, so that no other secantusd.toml\n"
+                "# (working directory, home folder, /etc) is read.  Settings are on the command line.\n")
+
+
+def _private_file(path: Path, text: str | None) -> None:
+    """Create ``path`` readable by its owner only (``text``: its content, rewritten; None: kept)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if text is not None else 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if text is not None:
+            os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _child_setup(dies_with_parent: bool):
+    """The server's ``preexec_fn``: files it creates are its owner's only (umask 077), and a
+    private server dies with the command that started it."""
+    death = _dies_with_parent() if dies_with_parent else None
+
+    def setup() -> None:
+        os.umask(0o077)
+        if death is not None:
+            death()
+
+    return setup
 
 
 def _dies_with_parent():
@@ -300,7 +338,7 @@ def start_background(state_dir: Path, port: int | None = None) -> dict:
 
     state = {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
              "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time()}
-    _state_file(state_dir).write_text(json.dumps(state, indent=2))
+    _private_file(_state_file(state_dir), json.dumps(state, indent=2))
     return {**state, "already_running": False}
 
 

@@ -122,3 +122,26 @@ def test_server_commands_without_any_record(tmp_path, action):
     result = _cli(tmp_path / "home", "server", action)
     assert result.returncode == (3 if action == "status" else 0)
     assert "not running" in result.stdout or "no server was running" in result.stdout
+
+
+def test_the_server_ignores_config_files_and_keeps_its_files_private(tmp_path):
+    """A secantusd.toml in the working directory (or home, or /etc) must not change the server;
+    its data, log and state files are readable by their owner only."""
+    home = tmp_path / "home"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "secantusd.toml").write_text("[server]\nauth = true\nport = 1\n")
+    started = subprocess.run([str(BIN), "server", "start"], capture_output=True, text=True, env=_env(home),
+                             cwd=cwd, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        loaded = subprocess.run([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES / "pasta")],
+                                capture_output=True, text=True, env=_env(home), cwd=cwd, timeout=300)
+        assert loaded.returncode == 0, loaded.stderr[-2000:]  # no auth was switched on
+        assert (home / "db").stat().st_mode & 0o777 == 0o700
+        private = [home / "server.json", home / "server.log", *(p for p in (home / "db").iterdir() if p.is_file())]
+        assert len(private) > 3
+        for path in private:
+            assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
+    finally:
+        subprocess.run([str(BIN), "server", "stop"], capture_output=True, env=_env(home), timeout=60)
