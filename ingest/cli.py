@@ -42,6 +42,8 @@ def _print_report(report, as_json: bool) -> int:
         print(dumps(report.as_json()))
     else:
         print(render_run(report))
+    if report.error:  # one line on stderr, whatever the format of stdout
+        print(f"error: {report.error}", file=sys.stderr)
     return report.exit_code
 
 

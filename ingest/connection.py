@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from ingest.catalog import LOAD_INDEXES
 from ingest.config import Settings
 from ingest.errors import UnsupportedFeature
-from ingest.mongo import ServerInfo, connect, describe, ensure_hashed_indexes, ensure_indexes
+from ingest.mongo import ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
 
@@ -33,6 +33,7 @@ class Connection:
     db: object
     info: ServerInfo
     embedded: str | None  # None | "private" | "shared"
+    server_pid: int | None = None  # the private server's process (nothing restarts it once it is gone)
 
 
 @contextmanager
@@ -55,10 +56,11 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
     try:
         client = connect(uri)
         info = describe(client)
-        yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded)
+        yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded,
+                         server_pid=server.process.pid if server is not None and server.process else None)
     finally:
         if client is not None:
-            client.close()
+            close_client(client)
         if server is not None:
             server.stop()
 

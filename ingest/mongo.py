@@ -53,12 +53,17 @@ __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes", "shard_collections",
     "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
-    "parse_write_concern", "drop_indexes", "claim", "durable",
+    "parse_write_concern", "drop_indexes", "claim", "durable", "close_client", "process_alive",
+    "default_timeout_ms",
 ]
 
 APP_NAME = "sci-ingest"
-#: How long an operation waits for a server to select before giving up.
-TIMEOUT_MS = 10_000
+#: How long an operation waits for a server to select before giving up (``SCI_INGEST_TIMEOUT_MS``) ...
+TIMEOUT_MS = int(os.environ.get("SCI_INGEST_TIMEOUT_MS", "10000"))
+#: ... and for a server on this machine, which answers at once when it runs
+#: (``SCI_INGEST_LOCAL_TIMEOUT_MS``): a dead local server is reported within seconds.
+LOCAL_TIMEOUT_MS = int(os.environ.get("SCI_INGEST_LOCAL_TIMEOUT_MS", "3000"))
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 #: Connection pool bound per client (a Dask worker holds one client).
 MAX_POOL_SIZE = 16
 DUPLICATE_KEY = 11000
@@ -90,7 +95,14 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
     return {k: v for k, v in options.items() if f"{k.lower()}=" not in written}
 
 
-def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_POOL_SIZE,
+def default_timeout_ms(uri: str) -> int:
+    """The server-selection timeout for ``uri``: short for a loopback server, longer otherwise."""
+    hosts = str(uri).partition("://")[2].rpartition("@")[2].partition("/")[0].partition("?")[0]
+    names = [h.rsplit(":", 1)[0] if not h.startswith("[") else h.split("]")[0] + "]" for h in hosts.split(",") if h]
+    return LOCAL_TIMEOUT_MS if names and all(n in _LOOPBACK for n in names) else TIMEOUT_MS
+
+
+def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_POOL_SIZE,
            write_concern: dict | None = None, retry_writes: bool | None = None,
            socket_timeout_ms: int | None = None) -> pymongo.MongoClient:
     """A client for ``uri`` (not yet contacted: pymongo connects on first use).
@@ -107,6 +119,8 @@ def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_P
     first, so no message about it can show them (:mod:`ingest.secrets`).
     """
     remember(str(uri))
+    if timeout_ms is None:
+        timeout_ms = default_timeout_ms(uri)
     try:
         return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
                                                     socket_timeout_ms))
@@ -114,7 +128,7 @@ def client(uri: str, *, timeout_ms: int = TIMEOUT_MS, max_pool_size: int = MAX_P
         raise ConfigError(f"bad MongoDB URI {redact(str(uri))!r}: {exc}") from exc
 
 
-def connect(uri: str, timeout_ms: int = TIMEOUT_MS, **options) -> pymongo.MongoClient:
+def connect(uri: str, timeout_ms: int | None = None, **options) -> pymongo.MongoClient:
     """A client for ``uri``, checked to answer ``ping``; raises DatabaseError if nothing answers."""
     new = client(uri, timeout_ms=timeout_ms, **options)
     try:
@@ -152,7 +166,14 @@ def _close_shared() -> None:
     with _SHARED_LOCK:
         mine = [k for k in _SHARED if k[0] == os.getpid()]
         for key in mine:
-            _SHARED.pop(key).close()
+            close_client(_SHARED.pop(key))
+
+
+def close_client(mongo: pymongo.MongoClient) -> None:
+    """Close ``mongo``; at once when its server is known to be down (``close`` would otherwise wait
+    a whole server-selection timeout to end its sessions on a server that is not there)."""
+    if mongo.topology_description.has_readable_server() or not mongo.topology_description.server_descriptions():
+        mongo.close()
 
 
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
@@ -250,27 +271,50 @@ class Retry:
     not be reached).  A budget of 0 disables retrying.
     """
 
-    def __init__(self, budget_s: float = 60.0, *, max_wait_s: float = 5.0, uri: str | None = None):
+    def __init__(self, budget_s: float = 60.0, *, max_wait_s: float = 5.0, uri: str | None = None,
+                 server_pid: int | None = None):
         self.budget_s = budget_s
         self.max_wait_s = max_wait_s
         self.uri = uri
+        self.server_pid = server_pid  # a server process of this host: once it is gone, stop at once
         self.retries = 0
 
     def _count(self, state) -> None:
         self.retries += 1
 
+    def server_gone(self) -> bool:
+        """Whether the server process this retries for (``server_pid``) has exited: nothing
+        restarts a private embedded server, so waiting for it would only delay the error."""
+        return self.server_pid is not None and not process_alive(self.server_pid)
+
     def __call__(self, what: str, fn, *args, **kwargs):
         import tenacity
 
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_delay(self.budget_s),
+            stop=tenacity.stop_any(tenacity.stop_after_delay(self.budget_s), lambda state: self.server_gone()),
             wait=tenacity.wait_random_exponential(multiplier=0.2, max=self.max_wait_s),
             retry=tenacity.retry_if_exception(is_transient),
             before_sleep=self._count,
             reraise=True,
         )
-        with db_errors(what, uri=self.uri):
-            return retrying(fn, *args, **kwargs)
+        try:
+            with db_errors(what, uri=self.uri):
+                return retrying(fn, *args, **kwargs)
+        except ServerUnavailable as exc:
+            if self.server_gone():
+                raise ServerUnavailable(f"{what}: the embedded SecantusDB server (pid {self.server_pid}) "
+                                        "has exited; its log is server.log in the sci-ingest home") from exc
+            raise
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie does not)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # ------------------------------------------------------------------ write concern

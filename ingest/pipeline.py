@@ -31,7 +31,7 @@ from ingest.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import InputError, SciIngestError, ValidationFailed
-from ingest.mongo import ServerInfo, redact
+from ingest.mongo import ServerInfo, process_alive, redact
 from ingest.timing import StageRecord, Timings
 
 STEPS = ("load", "analyze", "validate")
@@ -74,7 +74,8 @@ class RunReport:
             "updated": load.get("updated", 0),
             "skipped": load.get("skipped", 0),
             "failed": load.get("failed", []),
-            "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed")},
+            "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed",
+                                                  "files_not_reached")},
             "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")
                      if k in load},
             "analysis": [_jsonable(a) for a in self.analysis],
@@ -167,7 +168,8 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
 
     started = time.perf_counter()
     summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(), timings.run_id,
-                         options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan)
+                         options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan,
+                         server_pid=conn.server_pid)
     _load_rows(timings, summary, time.perf_counter() - started)
     if not options.dry_run and not summary.interrupted:
         with timings.stage("index") as rec:
@@ -285,16 +287,19 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.error = f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
         if stopped is not None:
-            stopped.roll_back()
+            gone = conn.server_pid is not None and not process_alive(conn.server_pid)
+            if not gone:  # a private server that exited cannot be asked: the next run finishes it
+                stopped.roll_back()
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
                 report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
             else:
                 report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
-            try:
-                _load_rows(timings, stopped.summary, 0.0)
-            except SciIngestError:
-                pass  # the server is gone: the report still says what was done
+            if not gone:
+                try:
+                    _load_rows(timings, stopped.summary, 0.0)
+                except SciIngestError:
+                    pass  # the server is gone: the report still says what was done
         return report
 
 

@@ -76,14 +76,14 @@ def render_run(report) -> str:
         files = data["files"]
         out.append(
             f"files: {files['files_loaded']} loaded, {files['files_skipped']} skipped (unchanged), "
-            f"{files['files_failed']} failed"
+            f"{files['files_failed']} failed" + (" (each named on stderr)" if files["files_failed"] else "")
+            + (f", {files['files_not_reached']} not reached (the run stopped)" if files.get("files_not_reached")
+               else "")
         )
         out.append(
             f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
             f"{data['skipped']:,} skipped (already loaded)"
         )
-        for failed in data["failed"]:
-            out.append(f"  FAILED {failed['path']}: {failed['reason']}")
         load = data["load"]
         concern = ", ".join(f"{k}={v}" for k, v in (load.get("write_concern") or {}).items()) or "server default"
         out.append(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "
@@ -106,7 +106,7 @@ def render_run(report) -> str:
                 out.append(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
                            f"{failure.get('column') or ''} sample={failure.get('sample')}")
     if data.get("error"):
-        out.append(f"ERROR: {data['error']}")
+        out.append("stopped by an error (on stderr)")
     if data.get("resume"):
         out.append(f"resume with: {data['resume']}")
     out.append(f"status: {data['status']} (exit {data['exit_code']})")

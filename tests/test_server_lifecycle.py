@@ -145,3 +145,35 @@ def test_the_server_ignores_config_files_and_keeps_its_files_private(tmp_path):
             assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
     finally:
         subprocess.run([str(BIN), "server", "stop"], capture_output=True, env=_env(home), timeout=60)
+
+
+def test_a_private_server_that_dies_mid_load_is_reported_within_seconds(tmp_path):
+    """Not three selection timeouts and a timing error: one line naming the failed write, exit 1,
+    and a summary that does not claim every file was accounted for."""
+    import pymongo
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import load_corpus
+
+    corpus = tmp_path / "corpus"
+    load_corpus.build(corpus)
+    home = tmp_path / "home"
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "2", "--db", "dies", str(corpus)], env=_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
+        watcher = pymongo.MongoClient(f"mongodb://127.0.0.1:{server['port']}/?directConnection=true")
+        _wait(lambda: watcher.dies.ingest_files.count_documents({"status": "loaded"}) >= 20, 120,
+              "the load did not get going")
+        os.kill(server["pid"], signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, (out[-1500:], err[-1500:])
+    assert took < 15, f"{took:.1f} s from the server's death to the command's exit"
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "has exited" in errors[0] and "Traceback" not in err, err[-2000:]
+    assert "not reached (the run stopped)" in out and "timing" not in errors[0]

@@ -41,6 +41,12 @@ class FileOutcome:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def line(self) -> str:
+        """``path: reason``, or ``path:line: reason`` when the reason names its line (never the path twice)."""
+        reason = self.reason or self.status
+        return reason if reason.startswith(f"{self.path}:") else f"{self.path}: {reason}"
+
     @classmethod
     def from_dict(cls, data: dict) -> "FileOutcome":
         known = {f.name for f in fields(cls)}
@@ -57,6 +63,7 @@ class LoadSummary:
     rolled_back: list[str] = field(default_factory=list)
     interrupted: bool = False
     retries: int = 0  # transient errors retried by the driver (the files count their own)
+    planned: int = 0  # input files found (including those refused): what a whole run accounts for
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
@@ -87,6 +94,7 @@ class LoadSummary:
             "files_loaded": self.count("loaded"),
             "files_skipped": self.count("skipped"),
             "files_failed": self.count("failed"),
+            "files_not_reached": max(0, self.planned - len(self.files)),
             "inserted": self.inserted,
             "updated": self.updated,
             "skipped": self.skipped_documents,

@@ -66,6 +66,7 @@ class LoadJob:
     dry_run: bool = False
     write_concern: dict | None = None
     retry_s: float = 60.0
+    server_pid: int | None = None  # the private embedded server's process: no retrying once it is gone
     lease_s: float = LEASE_S
     max_wait_s: float = MAX_WAIT_S
 
@@ -116,7 +117,7 @@ def _context(job: LoadJob) -> FileContext:
 
 def _new_context(job: LoadJob, key: tuple) -> FileContext:
     db = _client(job.uri, job.write_concern)[job.db_name]
-    retry = Retry(job.retry_s, uri=job.uri)
+    retry = Retry(job.retry_s, uri=job.uri, server_pid=job.server_pid)
     slot = sum(1 for k in _CONTEXTS if k[0] == key[0] and k[2] == key[2])
     owner = Owner.this_process(job.run_id, slot)
     live = not job.dry_run
@@ -181,7 +182,8 @@ def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutc
 def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: LoadOptions = LoadOptions(), *,
                server_kind: str | None = None, dask: Callable[[], object] | None = None,
                log: Callable[[str], None] | None = None,
-               on_plan: Callable[[list[FileTask]], None] | None = None) -> LoadSummary:
+               on_plan: Callable[[list[FileTask]], None] | None = None,
+               server_pid: int | None = None) -> LoadSummary:
     """Load ``paths`` (files or directories) into ``db_name``; the summary of what happened.
 
     ``dask``: a function returning the ``distributed.Client`` to run the tasks
@@ -192,9 +194,9 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     log = log or (lambda message: None)
     job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, server_kind=server_kind,
                   batch_size=options.batch_size, force=options.force, dry_run=options.dry_run,
-                  write_concern=options.write_concern, retry_s=options.retry_s)
+                  write_concern=options.write_concern, retry_s=options.retry_s, server_pid=server_pid)
     db = _client(uri, options.write_concern)[db_name]
-    retry = Retry(options.retry_s, uri=uri)
+    retry = Retry(options.retry_s, uri=uri, server_pid=server_pid)
     in_force = write_concern_of(db.client)
     if not options.dry_run and in_force.get("w") == 0:
         raise ConfigError("unacknowledged writes (w=0) cannot be used for a ledgered load: the ledger could "
@@ -204,10 +206,10 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     todo, decided = plan(ledger, files, options.force)
     client = dask() if dask is not None and todo else None
     summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
-                          write_concern=in_force, dry_run=options.dry_run)
+                          write_concern=in_force, dry_run=options.dry_run, planned=len(files) + len(missing))
     for outcome in missing + decided:
         if outcome.status == "failed":
-            log(f"FAILED {outcome.path}: {outcome.reason}")
+            log(f"failed: {outcome.line}")
     if not options.dry_run:
         summary.rolled_back += _recover_orphans(job, {t.key for t in todo})
     if on_plan is not None:
@@ -256,7 +258,7 @@ def _run_groups(job: LoadJob, groups: list[list[str]], dask, summary: LoadSummar
                 outcome = FileOutcome.from_dict(data)
                 summary.files.append(outcome)
                 if outcome.status == "failed":
-                    log(f"FAILED {outcome.path}: {outcome.reason}")
+                    log(f"failed: {outcome.line}")
             if bar is not None:
                 bar.update(len(result))
     finally:
