@@ -23,8 +23,26 @@ examples:
   sci-ingest server start                keep an embedded server running (for Airflow)
   MONGODB_URI=mongodb://mongos:27017/ sci-ingest run     use a real MongoDB / sharded cluster
 
-exit codes: 0 success, 2 some inputs failed but the rest went in, 1 fatal error
+exit codes: 0 success, 2 some inputs failed but the rest went in, 1 fatal error, 130 interrupted
 """
+
+#: The exit codes of the commands that load, analyze or validate (shown in their --help).
+EXIT_CODES_RUN = """
+exit codes:
+  0    done
+  1    fatal: the database, the configuration or a critical expectation failed (one line on stderr)
+  2    some inputs failed (each named on stderr as path:line: reason); everything else was done
+  130  interrupted (Ctrl-C); the same command resumes
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sci-ingest")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _settings(args):
@@ -109,19 +127,25 @@ def cmd_validate(args) -> int:
 
 def cmd_timings(args) -> int:
     from ingest.catalog import TIMINGS
-    from ingest.mongo import db_errors
     from ingest.connection import database
-    from ingest.report import dumps, timing_table, worker_table
+    from ingest.mongo import db_errors
+    from ingest.report import dumps, iso_utc, table, timing_table, worker_table
 
     with database(_settings(args)) as conn, db_errors("reading the timings"):
         coll = conn.db[TIMINGS]
-        run_id = args.run
-        if not run_id:
-            last = coll.find_one({}, sort=[("started", -1)])
-            if not last:
-                print("no runs recorded yet", file=sys.stderr)
-                return 1
-            run_id = last["run_id"]
+        if args.list:
+            runs = run_rows(coll)
+            if args.json:
+                print(dumps({"runs": runs}))
+            else:
+                print(table(runs, [("run_id", "run"), ("started", "started (UTC)"), ("stages", "stages"),
+                                   ("records_out", "records out"), ("status", "status")], left=2)
+                      if runs else "no runs recorded yet")
+            return 0 if runs else 1
+        run_id, why = _chosen_run(coll, args)
+        if run_id is None:
+            print(f"error: {why}", file=sys.stderr)
+            return 1
         query = {"run_id": run_id}
         if args.workers:
             query.update(stage="load", file={"$exists": True})
@@ -133,9 +157,49 @@ def cmd_timings(args) -> int:
     if args.json:
         print(dumps({"run_id": run_id, "workers" if args.workers else "stages": rows}))
     else:
-        print(f"run {run_id}")
+        print(f"run {run_id} ({why}; `sci-ingest timings --list` lists the others)")
         print(worker_table(rows) if args.workers else timing_table(rows, with_file=args.files))
-    return 0 if rows else 1
+    return 0
+
+
+def _chosen_run(coll, args) -> tuple[str | None, str]:
+    """(the run to show, why that one) or (None, the error)."""
+    if args.run:
+        if coll.find_one({"run_id": args.run}, {"_id": 1}) is None:
+            return None, f"no run {args.run!r} is recorded; `sci-ingest timings --list` lists the runs"
+        return args.run, "asked for"
+    if args.last:
+        last = coll.find_one({}, {"run_id": 1}, sort=[("started", -1)])
+        return (last["run_id"], "the most recent run") if last else (None, "no runs recorded yet")
+    worked = coll.find_one({"file": {"$exists": False}, "stage": {"$ne": "cluster"},
+                            "$or": [{"records_in": {"$gt": 0}}, {"records_out": {"$gt": 0}}]},
+                           {"run_id": 1}, sort=[("started", -1)])
+    if worked:
+        return worked["run_id"], "the most recent run that did work"
+    last = coll.find_one({}, {"run_id": 1}, sort=[("started", -1)])
+    return (last["run_id"], "the most recent run; none did any work") if last else (None, "no runs recorded yet")
+
+
+def run_rows(coll, limit: int = 50) -> list[dict]:
+    """One row per recorded run, newest first: when it started, its stages, what it wrote, its status."""
+    from ingest.report import iso_utc
+
+    pipeline = [
+        {"$match": {"file": {"$exists": False}}},
+        {"$group": {"_id": "$run_id", "started": {"$min": "$started"}, "stages": {"$push": "$stage"},
+                    "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}},
+                    "statuses": {"$addToSet": "$status"}}},
+        {"$sort": {"started": -1}},
+        {"$limit": limit},
+    ]
+    rows = []
+    for r in coll.aggregate(pipeline):
+        statuses = [s for s in r["statuses"] if s]
+        started = r["started"]
+        rows.append({"run_id": r["_id"], "started": iso_utc(started) if started else None,
+                     "stages": len(r["stages"]), "records_out": r["records_out"],
+                     "status": "ok" if set(statuses) <= {"ok"} else ",".join(sorted(set(statuses) - {"ok"}))})
+    return rows
 
 
 def worker_rows(file_rows: list[dict]) -> list[dict]:
@@ -216,19 +280,48 @@ def cmd_parse(args) -> int:
     def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
 
-    for name in args.files:
+    names, refused = _parse_inputs(args.files)
+    for outcome in refused:
+        failed += 1
+        print(f"error: {outcome.line}", file=sys.stderr)
+    for name in names:
         try:
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
                     out.write(dumps(query))  # already a dict: Query.to_dict()
         except ParseError as exc:
             failed += 1
-            print(f"error: {exc}", file=sys.stderr)
+            hint = "" if exc.line != 1 else f" (`parse` reads -m 10 output only; `sci-ingest load` reads {FORMATS})"
+            print(f"error: {exc}{hint}", file=sys.stderr)
         except OSError as exc:
             failed += 1
             print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)
     out.flush()
     return 2 if failed else 0
+
+
+#: What `load` reads, for messages.
+FORMATS = "FASTA-suite -m 10 (.m10) and Materials-Project JSON (.json, .jsonl; .gz too)"
+
+
+def _parse_inputs(paths: list[str]):
+    """The -m 10 files to parse: files as given, and the .m10[.gz] files under directories."""
+    from pathlib import Path
+
+    from ingest import parsers
+    from ingest.load.plan import discover
+
+    suffixes = parsers.get("pasta").suffixes
+    names: list[str] = []
+    refused = []
+    for raw in paths:
+        files, bad = discover([raw])
+        if Path(raw).is_dir():  # of a directory, only what looks like -m 10 output
+            files = [f for f in files if parsers.strip_compression(f.name.lower()).endswith(suffixes)]
+            bad = [o for o in bad if parsers.strip_compression(o.path.lower()).endswith(suffixes)]
+        refused += bad
+        names += [str(f) for f in files]
+    return names, refused
 
 
 def cmd_shard(args) -> int:
@@ -270,10 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ingest FASTA-suite -m 10 searches and Materials-Project records into MongoDB, "
                     "analyze them with Dask, validate them with Great Expectations, and time every stage.",
         epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name, func, help_, epilog, parents=(common,)):
-        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog, parents=list(parents),
+    def add(name, func, help_, epilog, parents=(common,), exit_codes=EXIT_CODES_RUN):
+        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog + exit_codes, parents=list(parents),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
         return p
@@ -306,30 +400,36 @@ def build_parser() -> argparse.ArgumentParser:
     add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",
         "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n")
 
-    p = add("timings", cmd_timings, "show the stage timings of a run (default: the last one)",
-            "examples:\n  sci-ingest timings\n  sci-ingest timings --run run-20261121T200000Z-1a2b3c --files\n")
-    p.add_argument("--run", help="run id (default: the most recent run)")
-    p.add_argument("--last", action="store_true", help="the most recent run (the default)")
+    p = add("timings", cmd_timings, "show the stage timings of a run (default: the last run that did work)",
+            "examples:\n  sci-ingest timings\n  sci-ingest timings --list\n"
+            "  sci-ingest timings --run run-20261121T200000Z-1a2b3c --files\n",
+            exit_codes="\nexit codes:\n  0  shown\n  1  no run recorded, an unknown run id, or the database failed\n")
+    p.add_argument("--run", help="run id (default: the most recent run that loaded, analyzed or validated)")
+    p.add_argument("--last", action="store_true", help="the most recent run, even one that did nothing")
+    p.add_argument("--list", action="store_true", help="list the recorded runs, newest first")
     p.add_argument("--files", action="store_true", help="one row per file and stage")
     p.add_argument("--workers", action="store_true", help="the load's files, documents and time per worker")
 
     p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
-            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n\n"
-            "exit codes:\n  0  done (status: the shared server runs and answers)\n"
+            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n",
+            parents=(), exit_codes="\nexit codes:\n  0  done (status: the shared server runs and answers)\n"
             "  1  error (status: a server process holds the data but does not answer, or is another\n"
-            "     command's private server)\n  3  status: no server runs\n",
-            parents=())
+            "     command's private server)\n  3  status: no server runs\n")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--port", type=int, help="port for start (default: a free one)")
 
     p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files to JSON Lines on stdout (no database)",
             "examples:\n  sci-ingest parse run1.m10 run2.m10.gz > queries.jsonl\n"
-            "  sci-ingest parse --no-sequences big.m10 | head -1\n", parents=())
-    p.add_argument("files", nargs="+")
+            "  sci-ingest parse --no-sequences big.m10 | head -1\n  sci-ingest parse results/ > all.jsonl\n",
+            parents=(), exit_codes="\nexit codes:\n  0  every file parsed\n"
+            "  2  some files failed (each named on stderr as path:line: reason); the others were parsed\n"
+            "  1  fatal error\n")
+    p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
 
     add("shard", cmd_shard, "shard the collections on hashed keys (needs a cluster through mongos)",
-        "examples:\n  MONGODB_URI=mongodb://mongos:27017/ sci-ingest shard\n")
+        "examples:\n  MONGODB_URI=mongodb://mongos:27017/ sci-ingest shard\n",
+        exit_codes="\nexit codes:\n  0  sharded\n  1  error (e.g. not connected through mongos; one line on stderr)\n")
     return parser
 
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Iterable
 
 
-def _fmt(value, digits: int = 3) -> str:
+def _fmt(value) -> str:
+    """A cell: thousands separated; a float with as many decimals as its size deserves
+    (18,298 records/s, 74.2 MB, 1.35 s, 0.003 s)."""
     if value is None:
         return "-"
     if isinstance(value, float):
+        size = abs(value)
+        digits = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3
         return f"{value:,.{digits}f}"
     if isinstance(value, int):
         return f"{value:,}"
@@ -113,5 +118,19 @@ def render_run(report) -> str:
     return "\n".join(out)
 
 
+def iso_utc(moment: datetime.datetime) -> str:
+    """ISO 8601 in UTC with its ``Z``, to the millisecond (as BSON keeps dates): the one timestamp
+    format sci-ingest prints.  A naive datetime (as BSON dates are read back) is UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json_default(value):
+    if isinstance(value, datetime.datetime):
+        return iso_utc(value)
+    return str(value)
+
+
 def dumps(obj) -> str:
-    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)
+    return json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False)

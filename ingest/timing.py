@@ -76,11 +76,13 @@ class StageRecord:
 
     def as_json(self) -> dict:
         """JSON-ready; stage, records_in, records_out and seconds are always present (null = not applicable)."""
+        from ingest.report import iso_utc
+
         doc = {"records_in": self.records_in, "records_out": self.records_out, **self.as_doc()}
         del doc["_id"]
         for key in ("started", "ended"):
             if key in doc:
-                doc[key] = doc[key].isoformat()
+                doc[key] = iso_utc(doc[key])
         return doc
 
 
