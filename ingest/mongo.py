@@ -40,6 +40,7 @@ from pymongo.errors import (
     BulkWriteError,
     ConfigurationError,
     ConnectionFailure,
+    DocumentTooLarge,
     DuplicateKeyError,
     OperationFailure,
     PyMongoError,
@@ -398,11 +399,32 @@ def insert_new(collection, docs: list[dict]) -> tuple[int, list[int]]:
     try:
         result = collection.insert_many(docs, ordered=False)
         return len(result.inserted_ids), []
+    except DocumentTooLarge as exc:  # refused before it was sent
+        raise DatabaseError(_too_large(docs)) from exc
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
+        big = [e["index"] for e in errors if e.get("code") == _BSON_TOO_LARGE and "index" in e]
+        if big:
+            raise DatabaseError(_too_large([docs[i] for i in big])) from exc
         if any(e.get("code") != DUPLICATE_KEY for e in errors) or exc.details.get("writeConcernErrors"):
             raise
         return exc.details.get("nInserted", 0), [e["index"] for e in errors]
+
+
+#: MongoDB's largest document (BSON bytes), and its refusal of a bigger one (BSONObjectTooLarge).
+MAX_BSON_BYTES = 16 * 1024 * 1024
+_BSON_TOO_LARGE = 10334
+
+
+def _too_large(docs: list[dict]) -> str:
+    """Which document of ``docs`` is over the BSON limit, named by its file and line when it has them."""
+    import bson
+
+    size, doc = max(((len(bson.encode(d)), d) for d in docs), key=lambda pair: pair[0])
+    source = doc.get("_source") if isinstance(doc.get("_source"), dict) else {}
+    where = f"{source['path']}:{source['line']}: " if source.get("path") and source.get("line") else ""
+    return (f"{where}document {doc.get('_id')!r} is {size:,} bytes as BSON, over MongoDB's "
+            f"{MAX_BSON_BYTES:,}-byte limit")
 
 
 def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:

@@ -168,3 +168,21 @@ def test_a_directory_that_cannot_be_read_is_reported(tmp_path):
     finally:
         os.chmod(base / "closed", 0o755)
         shutil.rmtree(base)
+
+
+def test_a_record_that_grows_over_the_bson_limit_fails_its_file_with_its_line(mongo_uri, mongo_client, dbname,
+                                                                               tmp_path):
+    """Small as JSON (3 MB), too big as BSON (19 MB): refused by the server, named, rolled back."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    path = inbox / "grows.jsonl"
+    with open(path, "w") as fh:
+        for i in range(100):
+            fh.write(json.dumps(_material(i)) + "\n")
+        fh.write(json.dumps({**_material(100), "v": [1] * 1_500_000}) + "\n")
+    (inbox / "ok.json").write_text(json.dumps([_material(500)]))
+    proc, report = _load(mongo_uri, dbname, [inbox], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    reason = _failed(report)[str(path)]
+    assert reason.startswith(f"{path}:101: document 'mp-100' is ") and "bytes as BSON" in reason, reason
+    assert [d["_id"] for d in mongo_client[dbname].materials.find({}, {"_id": 1})] == ["mp-500"]
