@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 import pymongo
+from bson.errors import InvalidDocument
 from pymongo.errors import (
     BulkWriteError,
     ConfigurationError,
@@ -401,6 +402,8 @@ def insert_new(collection, docs: list[dict]) -> tuple[int, list[int]]:
         return len(result.inserted_ids), []
     except DocumentTooLarge as exc:  # refused before it was sent
         raise DatabaseError(_too_large(docs)) from exc
+    except InvalidDocument as exc:  # e.g. a NUL byte in a field name: BSON cannot hold it
+        raise DatabaseError(_not_storable(docs, exc)) from exc
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
         big = [e["index"] for e in errors if e.get("code") == _BSON_TOO_LARGE and "index" in e]
@@ -427,13 +430,30 @@ def _too_large(docs: list[dict]) -> str:
             f"{MAX_BSON_BYTES:,}-byte limit")
 
 
+def _not_storable(docs: list[dict], exc: Exception) -> str:
+    """Which document of ``docs`` BSON cannot encode, and why."""
+    import bson
+
+    for doc in docs:
+        try:
+            bson.encode(doc)
+        except InvalidDocument as bad:
+            source = doc.get("_source") if isinstance(doc.get("_source"), dict) else {}
+            where = f"{source['path']}:{source['line']}: " if source.get("path") and source.get("line") else ""
+            return f"{where}document {doc.get('_id')!r} cannot be stored: {bad}"
+    return f"a document cannot be stored: {exc}"
+
+
 def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
     """Replace each document by ``_id`` (inserting it if absent); (inserted, modified, unchanged).
 
     Errors propagate as the driver raised them (call it through :class:`Retry`).
     """
-    result = collection.bulk_write(
-        [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
+    try:
+        result = collection.bulk_write(
+            [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
+    except InvalidDocument as exc:
+        raise DatabaseError(_not_storable(docs, exc)) from exc
     return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
 
 

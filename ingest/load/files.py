@@ -182,6 +182,10 @@ def complete(ctx: FileContext, flight: InFlight) -> FileOutcome:
             if result.error is not None:
                 if isinstance(result.error, DatabaseError):
                     return _roll_back(ctx, flight, result.error)
+                if isinstance(result.error, Exception):  # what this file's documents met: its failure alone
+                    return _roll_back(ctx, flight, DatabaseError(
+                        f"{flight.path}: writing its documents failed: {type(result.error).__name__}: "
+                        f"{result.error}"))
                 raise result.error
             final = _loaded_fields(ctx, flight)
             held = ctx.ledger.update(key, ctx.owner.id, {"pending.written": final}, journaled=True)
