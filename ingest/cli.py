@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 
 from ingest.errors import SciIngestError
 
@@ -220,15 +222,23 @@ def worker_rows(file_rows: list[dict]) -> list[dict]:
 
 
 def cmd_server(args) -> int:
+    from ingest.access import credentials_path, load_credentials, with_credentials
     from ingest.config import Settings
     from ingest.server import holder, server_state, start_background, stop_background
 
-    settings = Settings.from_env()
+    settings = Settings.from_env(db_name=args.db)
     if args.action == "start":
-        state = start_background(settings.state_dir, port=args.port)
+        state = start_background(settings.state_dir, port=args.port, auth=args.auth)
         verb = "already running" if state["already_running"] else "started"
         print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
-        print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
+        if state.get("auth"):
+            print(f"authentication on: commands of this home log in as the user in "
+                  f"{credentials_path(settings.state_dir)} (readable by you only); "
+                  f"`sci-ingest server add-user NAME --read-only` adds an analyst")
+        else:
+            print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
+    elif args.action == "add-user":
+        return _add_user(args, settings)
     elif args.action == "stop":
         outcome = stop_background(settings.state_dir)
         print({"stopped": "stopped",
@@ -251,12 +261,32 @@ def cmd_server(args) -> int:
             return 3
         from ingest.mongo import connect, describe
 
-        client = connect(state["uri"])
+        client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
         try:
             info = describe(client)
         finally:
             client.close()
         print(f"running: pid {state['pid']}, {state['uri']}, {info.label()}")
+    return 0
+
+
+def _add_user(args, settings) -> int:
+    from ingest.access import add_user, load_credentials, with_credentials
+    from ingest.errors import ConfigError
+    from ingest.server import running_server
+
+    if not args.name:
+        raise ConfigError("add-user needs a user name: sci-ingest server add-user NAME --read-only")
+    creds = load_credentials(settings.state_dir)
+    state = running_server(settings.state_dir)
+    if creds is None or state is None:
+        raise ConfigError("users need a shared server with authentication: sci-ingest server start --auth")
+    path = add_user(with_credentials(state["uri"], creds), settings.state_dir, args.name, settings.db_name,
+                    read_only=args.read_only)
+    role = "read" if args.read_only else "readWrite"
+    print(f"user {args.name} ({role} on {settings.db_name}) created; its password is in {path} "
+          f"(readable by you only): hand it over, then log in with "
+          f"mongodb://{args.name}:PASSWORD@{state['uri'].split('://', 1)[1].split('/')[0]}/?authSource=admin")
     return 0
 
 
@@ -411,12 +441,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", action="store_true", help="the load's files, documents and time per worker")
 
     p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
-            "examples:\n  sci-ingest server start\n  sci-ingest server status\n  sci-ingest server stop\n",
+            "examples:\n  sci-ingest server start\n  sci-ingest server start --auth\n"
+            "  sci-ingest server add-user alice --read-only\n  sci-ingest server status\n  sci-ingest server stop\n",
             parents=(), exit_codes="\nexit codes:\n  0  done (status: the shared server runs and answers)\n"
             "  1  error (status: a server process holds the data but does not answer, or is another\n"
             "     command's private server)\n  3  status: no server runs\n")
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("action", choices=["start", "stop", "status", "add-user"])
+    p.add_argument("name", nargs="?", help="add-user: the new user's name")
     p.add_argument("--port", type=int, help="port for start (default: a free one)")
+    p.add_argument("--auth", action="store_true",
+                   help="start: require SCRAM authentication from now on (creates an administrator whose "
+                        "password is kept in <home>/credentials.json, 0600)")
+    p.add_argument("--read-only", action="store_true", help="add-user: the user may read, not write")
+    p.add_argument("--db", help="add-user: the database the user gets (default: $SCI_INGEST_DB or sci_ingest)")
 
     p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files to JSON Lines on stdout (no database)",
             "examples:\n  sci-ingest parse run1.m10 run2.m10.gz > queries.jsonl\n"
@@ -433,8 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop_like_ctrl_c(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     try:
         return args.func(args)
     except SciIngestError as exc:

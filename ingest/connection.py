@@ -43,15 +43,17 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
     embedded = None
     uri = settings.mongo_uri
     if not uri:
+        from ingest.access import load_credentials, with_credentials
         from ingest.server import EmbeddedServer, running_server
 
+        creds = load_credentials(settings.state_dir)  # the home has authentication on
         shared = running_server(settings.state_dir)
         if shared:
-            uri, embedded = shared["uri"], "shared"
+            uri, embedded = with_credentials(shared["uri"], creds), "shared"
         else:
-            server = EmbeddedServer(settings.db_dir)
+            server = EmbeddedServer(settings.db_dir, auth=creds is not None)
             log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
-            uri, embedded = server.start(), "private"
+            uri, embedded = with_credentials(server.start(), creds), "private"
     client = None
     try:
         client = connect(uri)

@@ -69,12 +69,14 @@ class EmbeddedServer:
         port: int | None = None,
         cache_size: str = "512M",
         log_path: Path | None = None,
+        auth: bool = False,
     ):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.cache_size = cache_size
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / "server.log"
+        self.auth = auth  # SCRAM authentication required (users: ingest.access)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -98,7 +100,7 @@ class EmbeddedServer:
             "--storage-path", str(self.data_dir),
             "--cache-size", self.cache_size,
             "--log-level", "WARNING",
-        ]
+        ] + (["--auth"] if self.auth else [])
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> str:
         """Start the process and wait until it answers ``hello``; return its URI."""
@@ -120,7 +122,9 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=detach,
+                # its own process group: a terminal's Ctrl-C reaches the command, which stops the
+                # server once, not the server too (two signals can deadlock its handler)
+                start_new_session=True,
                 # a private server dies with the command, however the command dies (kill -9 too)
                 preexec_fn=_child_setup(dies_with_parent=not detach),
             )
@@ -150,7 +154,7 @@ class EmbeddedServer:
         except OSError:
             return "(no log)"
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         """Stop cleanly (SIGTERM lets WiredTiger checkpoint), SIGKILL only as a last resort."""
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
@@ -199,12 +203,17 @@ def _child_setup(dies_with_parent: bool):
 
 
 def _dies_with_parent():
-    """A ``preexec_fn`` that has the child sent SIGTERM when this process dies (Linux), or None.
+    """A ``preexec_fn`` that has the child killed when this process dies (Linux), or None.
 
     ``atexit`` alone misses SIGKILL, the OOM killer and a ``timeout``; an orphaned
     server would keep the data directory locked for every later command.  The
-    kernel signals the child when the *thread* that started it ends, so this is
-    used from the main thread only.
+    signal is SIGKILL, not SIGTERM: SecantusDB's SIGTERM handler can deadlock when
+    a second signal arrives while it stops (seen: an orphan stuck in three nested
+    handlers), and a command that died without cleaning up is a crash anyway, which
+    WiredTiger's journal recovers from and the loader's ledger makes exact.  A
+    command that ends normally stops its server first, with SIGTERM.  The kernel
+    signals the child when the *thread* that started it ends, so this is used from
+    the main thread only.
     """
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
@@ -217,7 +226,7 @@ def _dies_with_parent():
     parent = os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the signal was armed
             os._exit(1)
 
@@ -326,18 +335,31 @@ def _unresponsive(state: dict) -> str:
             f"(stopped with SIGSTOP? resume it with `kill -CONT {pid}`); `sci-ingest server stop` ends it")
 
 
-def start_background(state_dir: Path, port: int | None = None) -> dict:
-    """Start a detached server for long-lived use (Airflow); idempotent."""
+def start_background(state_dir: Path, port: int | None = None, auth: bool = False) -> dict:
+    """Start a detached server for long-lived use (Airflow); idempotent.
+
+    ``auth``: turn SCRAM authentication on for this home (for good, see
+    :mod:`ingest.access`); a home whose credentials exist always runs with it.
+    """
+    from ingest.access import enable_auth, load_credentials
+
     state = running_server(state_dir)
     if state:
+        if auth and not state.get("auth"):
+            raise ServerError("the shared server runs without authentication: `sci-ingest server stop`, "
+                              "then `sci-ingest server start --auth`")
         return {**state, "already_running": True}
     _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
-    server = EmbeddedServer(Path(state_dir) / "db", port=port)
+    data_dir = Path(state_dir) / "db"
+    if auth:
+        enable_auth(state_dir, data_dir)
+    server = EmbeddedServer(data_dir, port=port, auth=load_credentials(state_dir) is not None)
     server.start(detach=True)
     import psutil
 
     state = {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
-             "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time()}
+             "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time(),
+             "auth": server.auth}
     _private_file(_state_file(state_dir), json.dumps(state, indent=2))
     return {**state, "already_running": False}
 

@@ -177,3 +177,31 @@ def test_a_private_server_that_dies_mid_load_is_reported_within_seconds(tmp_path
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "has exited" in errors[0] and "Traceback" not in err, err[-2000:]
     assert "not reached (the run stopped)" in out and "timing" not in errors[0]
+
+
+def test_sigterm_of_a_load_stops_like_ctrl_c_and_stops_its_server(tmp_path):
+    """What Airflow and `timeout` send: the load rolls back what was in flight, says how to resume,
+    and its private server stops with it."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import load_corpus
+
+    corpus = tmp_path / "corpus"
+    load_corpus.build(corpus)
+    home = tmp_path / "home"
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "2", "--json", str(corpus)], env=_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    report = json.loads(out)
+    assert report["status"] == "interrupted" and report["resume"].startswith("sci-ingest load")
+    assert not psutil.pid_exists(server["pid"]) or psutil.Process(server["pid"]).status() == psutil.STATUS_ZOMBIE
+    again = _cli(home, "load", "--workers", "2", "--json", "-q", str(corpus))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["files"]["files_failed"] == 0
