@@ -34,6 +34,7 @@ test: install
 # embedded server; the whole run takes about 30 minutes on 2 cores (--quick: one minute).
 bench: install
 	$(BIN)/python benchmarks/bench_pasta.py
+	$(BIN)/python benchmarks/bench_json_layouts.py --mb 200
 	$(BIN)/python benchmarks/bench_load.py --build-10x
 
 # Re-resolve the pins after editing requirements.in.

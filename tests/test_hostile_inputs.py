@@ -186,3 +186,14 @@ def test_a_record_that_grows_over_the_bson_limit_fails_its_file_with_its_line(mo
     reason = _failed(report)[str(path)]
     assert reason.startswith(f"{path}:101: document 'mp-100' is ") and "bytes as BSON" in reason, reason
     assert [d["_id"] for d in mongo_client[dbname].materials.find({}, {"_id": 1})] == ["mp-500"]
+
+
+def test_the_ledger_lists_each_bad_record_once_and_the_summary_apart(mongo_uri, mongo_client, dbname, tmp_path):
+    path = tmp_path / "two_bad.jsonl"
+    path.write_text("\n".join([json.dumps(_material(1)), "{not json", json.dumps(_material(2)), "[1, 2]"]) + "\n")
+    proc, report = _load(mongo_uri, dbname, [path], tmp_path)
+    assert proc.returncode == 2
+    entry = mongo_client[dbname].ingest_files.find_one({"_id": str(path)})
+    assert [e["line"] for e in entry["errors"]] == [2, 4], entry["errors"]
+    assert not any("bad record(s)" in e["reason"] for e in entry["errors"])
+    assert entry["error"].startswith(f"{path}:2: 2 bad record(s); first: ")

@@ -245,7 +245,7 @@ def _loaded(ctx: FileContext, flight: InFlight, final: dict) -> FileOutcome:
 def _roll_back(ctx: FileContext, flight: InFlight, exc: BaseException) -> FileOutcome:
     """A bad file: nothing of it stays written; its entry says why."""
     o = flight.outcome
-    if isinstance(exc, ParseError):
+    if isinstance(exc, ParseError) and not o.errors:  # with bad records listed, exc is their summary
         o.errors.append({"line": exc.line, "reason": exc.reason})
     reason = str(exc) if isinstance(exc, SciIngestError) else f"{flight.path}: cannot read: {exc}"
     _drop_contents(ctx, o.path, [o.sha256], held=o.sha256)
@@ -266,7 +266,8 @@ def dry_run(ctx: FileContext, path: Path, outcome: FileOutcome) -> FileOutcome:
         write_content(path, fmt, outcome, lambda collection, docs, mode: None, ctx.batch_size)
         outcome.load_seconds = max(0.0, time.perf_counter() - started - outcome.parse_seconds)
     except ParseError as exc:
-        outcome.errors.append({"line": exc.line, "reason": exc.reason})
+        if not outcome.errors:  # with bad records listed, exc is their summary
+            outcome.errors.append({"line": exc.line, "reason": exc.reason})
         return _failed(outcome, str(exc))
     except InputError as exc:
         return _failed(outcome, str(exc))
