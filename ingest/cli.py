@@ -311,9 +311,9 @@ def cmd_parse(args) -> int:
         print(f"warning: {message}", file=sys.stderr)
 
     names, refused = _parse_inputs(args.files)
-    for outcome in refused:
+    for path, reason in refused:
         failed += 1
-        print(f"error: {outcome.line}", file=sys.stderr)
+        print(f"error: {path}: {reason}", file=sys.stderr)
     for name in names:
         try:
             with open_binary(name) as handle:
@@ -335,23 +335,13 @@ FORMATS = "FASTA-suite -m 10 (.m10) and Materials-Project JSON (.json, .jsonl; .
 
 
 def _parse_inputs(paths: list[str]):
-    """The -m 10 files to parse: files as given, and the .m10[.gz] files under directories."""
-    from pathlib import Path
-
+    """The -m 10 files to parse: files as given, and the .m10[.gz] (...) files under directories."""
     from ingest import parsers
-    from ingest.load.plan import discover
+    from ingest.inputs import find_inputs
 
-    suffixes = parsers.get("pasta").suffixes
-    names: list[str] = []
-    refused = []
-    for raw in paths:
-        files, bad = discover([raw])
-        if Path(raw).is_dir():  # of a directory, only what looks like -m 10 output
-            files = [f for f in files if parsers.strip_compression(f.name.lower()).endswith(suffixes)]
-            bad = [o for o in bad if parsers.strip_compression(o.path.lower()).endswith(suffixes)]
-        refused += bad
-        names += [str(f) for f in files]
-    return names, refused
+    plain = parsers.get("pasta").suffixes
+    files, refused = find_inputs(paths, plain + tuple(sfx + ".gz" for sfx in plain))
+    return [str(f) for f in files], refused
 
 
 def cmd_shard(args) -> int:

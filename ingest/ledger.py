@@ -26,7 +26,6 @@ read; otherwise its sha256 decides.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from ingest.catalog import LEDGER
@@ -36,11 +35,6 @@ from ingest.mongo import Retry, durable
 #: Fields the planner reads to decide, per file, whether it must be loaded.
 PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
 _LOOKUP_CHUNK = 1000
-
-
-def file_key(path: Path) -> str:
-    """The ledger's key of a file: its absolute path with symbolic links resolved."""
-    return os.path.realpath(path)  # unlike Path.resolve, never raises on a symbolic link loop
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

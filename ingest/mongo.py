@@ -174,7 +174,7 @@ def _close_shared() -> None:
 def close_client(mongo: pymongo.MongoClient) -> None:
     """Close ``mongo``; at once when its server is known to be down (``close`` would otherwise wait
     a whole server-selection timeout to end its sessions on a server that is not there)."""
-    if mongo.topology_description.has_readable_server() or not mongo.topology_description.server_descriptions():
+    if mongo.topology_description.has_readable_server():
         mongo.close()
 
 

@@ -13,17 +13,15 @@
 
 from __future__ import annotations
 
-import errno
 import math
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from ingest import parsers
-from ingest.fileio import display_path, is_displayable, kind_of
-from ingest.ledger import Ledger, file_key
+from ingest.inputs import file_key, find_inputs
+from ingest.ledger import Ledger
 from ingest.load.outcome import FileOutcome
 
 __all__ = ["FileTask", "discover", "plan", "group"]
@@ -47,76 +45,11 @@ class FileTask:
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
     """Expand directories into the data files under them (sorted), each path once.
 
-    Returns (files, refused): a path that is missing, a broken or looping
-    symbolic link, not a regular file (FIFO, socket, device), named in bytes
-    that are not UTF-8, or a directory that cannot be read is a failed outcome
-    with its reason, never an exception.  Symbolic links to directories inside
-    a directory are not followed (a link back up would loop); a path given on
-    the command line is.
+    Returns (files, refused): what cannot be loaded (see :func:`ingest.inputs.find_inputs`)
+    is a failed outcome with its reason, never an exception.
     """
-    suffixes = parsers.data_file_suffixes()
-    found: dict[str, Path] = {}
-    refused: list[FileOutcome] = []
-
-    def refuse(path: Path, reason: str) -> None:
-        refused.append(FileOutcome(path=display_path(path), status="failed", reason=reason))
-
-    def add(path: Path, st: os.stat_result) -> None:
-        if not is_displayable(path):
-            refuse(path, "the file name is not valid UTF-8 (shown escaped); rename the file to load it")
-        elif not stat.S_ISREG(st.st_mode):
-            refuse(path, f"not a regular file: {kind_of(st.st_mode)}")
-        else:
-            found.setdefault(file_key(path), path)
-
-    def walk(directory: Path) -> None:
-        try:
-            with os.scandir(directory) as listing:
-                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
-        except OSError as exc:
-            refuse(directory, f"cannot read the directory: {exc.strerror or exc}")
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            if _is_real_dir(entry):
-                walk(path)
-            elif entry.name.lower().endswith(suffixes):
-                try:
-                    add(path, entry.stat())
-                except OSError as exc:
-                    refuse(path, _unreadable(path, exc))
-
-    for raw in paths:
-        path = Path(raw)
-        try:
-            st = path.stat()
-        except OSError as exc:
-            refuse(path, _unreadable(path, exc))
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            walk(path)
-        else:
-            add(path, st)
-    return list(found.values()), refused
-
-
-def _is_real_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _unreadable(path: Path, exc: OSError) -> str:
-    """Why ``path`` cannot be stat'ed, in words."""
-    if exc.errno == errno.ELOOP:
-        return "a loop of symbolic links"
-    if exc.errno == errno.ENOENT:
-        return "a broken symbolic link (its target does not exist)" if path.is_symlink() \
-            else "no such file or directory"
-    return f"cannot read: {exc.strerror or exc}"
+    files, refused = find_inputs(paths, parsers.data_file_suffixes())
+    return files, [FileOutcome(path=path, status="failed", reason=reason) for path, reason in refused]
 
 
 def plan(ledger: Ledger | None, files: list[Path], force: bool = False) -> tuple[list[FileTask], list[FileOutcome]]:
