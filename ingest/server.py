@@ -161,10 +161,27 @@ class EmbeddedServer:
             return
         proc.send_signal(signal.SIGTERM)
         try:
+            self._wake_accept(proc)
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+    def _wake_accept(self, proc: subprocess.Popen, within: float = 2.0) -> None:
+        """Connect once or twice while the server stops: closing its listening socket does not wake
+        the thread blocked in ``accept()`` on Linux, and SecantusDB then waits 2 s for that thread
+        before it closes WiredTiger.  A connection that arrives wakes it at once."""
+        deadline = time.monotonic() + within
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    pass
+            except OSError:
+                pass  # the socket is already closed, or the server gone
+            try:
+                proc.wait(0.05)
+            except subprocess.TimeoutExpired:
+                continue
 
     def __enter__(self) -> "EmbeddedServer":
         self.start()
