@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -319,6 +320,8 @@ def cmd_parse(args) -> int:
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
                     out.write(dumps(query))  # already a dict: Query.to_dict()
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): stop quietly, see main()
         except ParseError as exc:
             failed += 1
             hint = "" if exc.line != 1 else f" (`parse` reads -m 10 output only; `sci-ingest load` reads {FORMATS})"
@@ -480,5 +483,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The ``sci-ingest`` console script: :func:`main`, then leave without the interpreter's teardown.
+
+    By then the command has closed all it opened (its private server stopped, its Dask
+    cluster closed, its outputs written and closed); the teardown would only add
+    pymongo's exit hook, which waits up to half a second for each client's monitor
+    threads to finish a sleep.  Output is flushed first.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

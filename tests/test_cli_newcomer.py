@@ -103,3 +103,13 @@ def test_numbers_in_tables_are_formatted_for_reading():
     row = text.splitlines()[2]
     assert "18,298" in row and "209,840" in row and "12.3" in row and "7.46" in row and "95.5" in row
     assert "18,297.800" not in row and ".800" not in row
+
+
+def test_parse_into_a_pipe_closed_early_stops_quietly():
+    """`sci-ingest parse DIR | head -1`: no error per file, exit 0."""
+    proc = subprocess.Popen([str(BIN), "parse", str(SAMPLES / "pasta")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0 and "Broken pipe" not in err and "Traceback" not in err, err
