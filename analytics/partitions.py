@@ -2,13 +2,14 @@
 
 Three steps, each usable alone:
 
-1. :func:`plan_partitions` asks the server for ``n`` roughly equal key ranges
-   with ``$bucketAuto`` and returns one small, picklable :class:`PartitionSpec`
-   per range.  Ranges are half-open ``[lower, upper)`` except the last, whose
-   upper bound is inclusive, so every matching document falls in exactly one.
-   ``$bucketAuto`` never splits equal key values across buckets, so planning on
-   a grouping field (``key="search_id"`` for ``hits``) keeps each group whole in
-   one partition.
+1. :func:`plan_partitions` splits the key into ``n`` roughly equal ranges from
+   what the server answers cheaply: the smallest and largest key (index walks
+   of one entry) and the quantiles of a ``$sample`` of the key, and returns one
+   small, picklable :class:`PartitionSpec` per range.  Ranges are half-open
+   ``[lower, upper)`` except the last, whose upper bound is inclusive, so every
+   matching document falls in exactly one; a split point is a key value, so
+   planning on a grouping field (``key="search_id"`` for ``hits``) keeps each
+   group whole in one partition.
 2. :func:`read_partition` -- a module-level function a Dask worker can import --
    reads its range through its process's client for the URI in the spec
    (:func:`ingest.mongo.shared_client`: one client per worker process), with the
@@ -18,10 +19,9 @@ Three steps, each usable alone:
    :mod:`analytics.schema`).
 3. :func:`read_collection` wraps the specs in ``dask.dataframe.from_map``.
 
-SecantusDB note: its planner answers range predicates on ``_id`` with a
-collection scan (no ``_id`` index range), while ranges on a *secondary* index
-use that index.  Planning on an indexed field (e.g. ``search_id``) therefore
-makes each partition read only its own range.
+Whether ranges pay at all is the server's business: :mod:`analytics.planning`
+asks it by ``explain`` and reads the source as one stream when it cannot seek
+or sample the key cheaply (SecantusDB).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from analytics.schema import Column, Schema
+from analytics.schema import Column, Schema, get_path
 from ingest.errors import AnalysisError, ConfigError
 
 __all__ = ["PartitionSpec", "plan_partitions", "read_partition", "read_collection", "meta_for"]
@@ -53,11 +53,10 @@ class PartitionSpec:
 
     def filter(self) -> dict:
         """The MongoDB filter selecting exactly this partition's documents."""
+        from analytics.planning import range_filter
+
         bounds = {"$gte": self.lower, ("$lte" if self.upper_inclusive else "$lt"): self.upper}
-        range_filter = {self.key: bounds}
-        if self.query:
-            return {"$and": [self.query, range_filter]}
-        return range_filter
+        return range_filter(self.query, self.key, bounds)
 
     def describe(self) -> str:
         close = "]" if self.upper_inclusive else ")"
@@ -65,18 +64,51 @@ class PartitionSpec:
                 f"{self.key} in [{self.lower!r}, {self.upper!r}{close}")
 
 
+#: ``$sample`` size: this many keys per partition, within these limits.
+SAMPLE_PER_PARTITION = 64
+MIN_SAMPLE = 256
+MAX_SAMPLE = 8_192
+
+
+def _family(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return type(value).__name__
+
+
 def _comparable(values: list) -> bool:
     """True if all boundary values are of one comparable family (str, number, ...)."""
-
-    def family(value):
-        if isinstance(value, bool):
-            return "bool"
-        if isinstance(value, (int, float)):
-            return "number"
-        return type(value).__name__
-
-    families = {family(v) for v in values}
+    families = {_family(v) for v in values}
     return len(families) == 1 and families <= {"str", "number", "datetime", "ObjectId"}
+
+
+def _edge(coll, query: dict | None, key: str, direction: int):
+    """The smallest (1) or largest (-1) ``key`` value among the matching documents (an index walk of one)."""
+    projection = {key: 1} if key == "_id" else {key: 1, "_id": 0}
+    for doc in coll.find(query or {}, projection, sort=[(key, direction)], limit=1):
+        return True, get_path(doc, key)
+    return False, None
+
+
+def _sample_splits(coll, query: dict | None, key: str, n: int, lower, upper) -> list:
+    """Up to ``n - 1`` increasing split points strictly inside ``(lower, upper]``, from a ``$sample``."""
+    size = min(max(SAMPLE_PER_PARTITION * n, MIN_SAMPLE), MAX_SAMPLE)
+    pipeline: list[dict] = [{"$sample": {"size": size}}]  # first, so MongoDB uses a random cursor
+    if query:
+        pipeline.append({"$match": query})
+    pipeline.append({"$project": {"_id": 0, "k": f"${key}"}})
+    family = _family(lower)
+    values = sorted(v for v in (d.get("k") for d in coll.aggregate(pipeline)) if _family(v) == family)
+    splits: list = []
+    for i in range(1, n):
+        if not values:
+            break
+        point = values[min(len(values) - 1, i * len(values) // n)]
+        if lower < point <= upper and (not splits or point > splits[-1]):
+            splits.append(point)
+    return splits
 
 
 def plan_partitions(
@@ -92,11 +124,17 @@ def plan_partitions(
 ) -> list[PartitionSpec]:
     """Split ``collection`` (documents matching ``query``) into at most ``n`` key ranges.
 
-    Uses ``$bucketAuto`` on ``key``; returns ``[]`` for an empty result.  Every
-    matching document must have ``key`` set, with one comparable BSON type
-    across the collection (string ``_id`` values, say); otherwise ranges could
-    not cover them all and :class:`AnalysisError` is raised.  The projection is
-    derived from ``columns`` unless given.
+    The outer bounds are the smallest and largest ``key`` (two index walks of
+    one entry on MongoDB); the split points between them are quantiles of a
+    ``$sample`` of the key (a pseudo-random cursor on MongoDB), so planning
+    reads a few thousand keys, never the collection.  A split point is a key
+    value and ranges are half-open, so equal keys always share a range: planning
+    on a grouping field keeps each group whole.  Returns ``[]`` for an empty
+    result.  Every matching document must have ``key`` set, with one comparable
+    BSON type (strings, say): since an index orders types one after another,
+    the smallest and largest keys being of one family proves that all are;
+    otherwise :class:`AnalysisError` is raised.  The projection is derived from
+    ``columns`` unless given.
     """
     if not isinstance(n, int) or n < 1:
         raise ConfigError(f"number of partitions must be a positive integer, got {n!r}")
@@ -105,29 +143,27 @@ def plan_partitions(
         projection = schema.projection()
     from ingest.mongo import db_errors, shared_client
 
-    pipeline: list[dict] = []
-    if query:
-        pipeline.append({"$match": query})
-    pipeline.append({"$bucketAuto": {"groupBy": f"${key}", "buckets": n}})
     with db_errors(f"planning partitions of {db_name}.{collection} on {key}", uri=uri):
         coll = shared_client(uri)[db_name][collection]
-        buckets = list(coll.aggregate(pipeline, allowDiskUse=True))
-    if not buckets:
-        return []
-    bounds = [b["_id"]["min"] for b in buckets] + [buckets[-1]["_id"]["max"]]
-    if not _comparable(bounds):
-        raise AnalysisError(
-            f"cannot partition {db_name}.{collection} on {key!r}: it is missing or of mixed "
-            f"types (bucket bounds {bounds[0]!r} .. {bounds[-1]!r})"
-        )
-    last = len(buckets) - 1
+        found, lower = _edge(coll, query, key, 1)
+        if not found:
+            return []
+        _, upper = _edge(coll, query, key, -1)
+        if not _comparable([lower, upper]):
+            raise AnalysisError(
+                f"cannot partition {db_name}.{collection} on {key!r}: it is missing or of mixed "
+                f"types (smallest {lower!r}, largest {upper!r})"
+            )
+        splits = _sample_splits(coll, query, key, n, lower, upper) if n > 1 and lower != upper else []
+    bounds = [lower, *splits, upper]
+    last = len(bounds) - 2
     return [
         PartitionSpec(
             uri=uri, db_name=db_name, collection=collection,
-            lower=bucket["_id"]["min"], upper=bucket["_id"]["max"], upper_inclusive=(i == last),
+            lower=bounds[i], upper=bounds[i + 1], upper_inclusive=(i == last),
             query=query or None, projection=projection, key=key, columns=schema.columns, index=i,
         )
-        for i, bucket in enumerate(buckets)
+        for i in range(last + 1)
     ]
 
 

@@ -2,14 +2,19 @@
 
 For an :class:`analytics.registry.Analysis` the runner
 
-1. counts the source and chooses the number of partitions
-   (:func:`default_partitions`, unless fixed), makes sure an index leads with
-   the partition key, and plans key ranges (:mod:`analytics.partitions`);
-2. reads the partitions on the Dask workers with the projection and types
-   derived from the declared columns, shuffling on the group key when the
-   partition key is another field;
-3. applies the declared per-partition function to each partition, counting the
-   rows read, then the declared combine once;
+1. makes sure an index leads with the partition key and asks the server, by
+   ``explain``, how to read the source (:mod:`analytics.planning`): in key
+   ranges planned from the index's bounds and a ``$sample``
+   (:mod:`analytics.partitions`; the number follows the server's document
+   estimate and the Dask threads, :func:`default_partitions`, unless fixed),
+   or as one stream cut into chunks between groups (:mod:`analytics.streaming`);
+2. reads the ranges on the Dask workers with the projection and types derived
+   from the declared columns, shuffling on the group key when the partition
+   key is another field -- or reads the stream in the driver and hands each
+   raw chunk to a worker as it arrives (at most two per thread in flight), which
+   decodes it;
+3. applies the declared per-partition function to each partition or chunk,
+   counting the rows read, then the declared combine once;
 4. publishes the output as a whole: the documents go to a temporary collection
    that is then renamed over the target with ``dropTarget=True`` (atomic for
    readers; SecantusDB 0.7 supports it), and the Parquet file is written to a
@@ -65,6 +70,8 @@ class AnalysisResult:
     seconds: float = 0.0
     #: Counts of input records left out, by reason (e.g. ``no_formation_energy``).
     excluded: dict[str, int] = field(default_factory=dict)
+    #: How the source was read (``ranges`` or ``stream``), why, and how long deciding and planning took.
+    read: dict = field(default_factory=dict)
 
 
 def default_partitions(threads: int, count: int) -> int:
@@ -75,18 +82,9 @@ def default_partitions(threads: int, count: int) -> int:
 
 
 # ------------------------------------------------------------------ reading
-def _count(uri: str, db_name: str, collection: str) -> int:
-    from ingest.mongo import db_errors, shared_client
-
-    with db_errors(f"counting {db_name}.{collection}", uri=uri):
-        return shared_client(uri)[db_name][collection].estimated_document_count()
-
-
 def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
-    """Make sure some index starts with ``key`` so partition range reads use it.
+    """Make sure some index starts with ``key``: range reads seek it, sorted streams walk it.
 
-    SecantusDB answers ``_id`` ranges with a collection scan, but serves ranges
-    on secondary indexes; without one, every partition would scan everything.
     An existing index led by ``key`` (any name, compound or not) is reused.
     """
     if key == "_id":
@@ -107,28 +105,62 @@ def _apply(function, frame) -> tuple[int, object]:
     return len(frame), function(frame)
 
 
-def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str):
-    """(partial results, records read, partitions) of ``analysis`` over its source."""
+def _apply_chunk(function, columns, raw: bytes) -> tuple[int, object]:
+    """(rows, partial result) of one raw streamed chunk, decoded where it runs (a worker)."""
+    from analytics.streaming import chunk_frame
+
+    return _apply(function, chunk_frame(columns, raw))
+
+
+def _threads(client) -> int:
+    return max(1, sum(client.nthreads().values()))
+
+
+def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object]]:
+    """Hand each chunk of the stream to a worker as it arrives; at most two chunks per thread in flight."""
+    from collections import deque
+
+    from analytics.streaming import read_chunks
+
+    window = 2 * _threads(client)
+    running: deque = deque()
+    done = []
+    for count, raw in read_chunks(stream):
+        if count < stream.chunk_rows and not running and not done:
+            return [_apply_chunk(analysis.partition, stream.columns, raw)]  # the only chunk: no round trip
+        running.append(client.submit(_apply_chunk, analysis.partition, stream.columns, raw, pure=False))
+        if len(running) >= window:  # chunks are alike: waiting for the oldest keeps the window full
+            done.append(running.popleft().result())
+    done.extend(future.result() for future in running)
+    return done
+
+
+def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None):
+    """(partial results, records read, partitions, read plan) of ``analysis`` over its source."""
     from dask import delayed
 
-    from analytics.partitions import plan_partitions, read_collection
+    from analytics.partitions import read_collection
+    from analytics.planning import plan_reads
 
-    count = _count(uri, db_name, analysis.source)
-    if not count:
-        return [], 0, 0
-    if n is None:
-        n = default_partitions(sum(client.nthreads().values()), count)
-    _ensure_index(uri, db_name, analysis.source, key)
-    specs = plan_partitions(uri, db_name, analysis.source, n, query=analysis.filter or None, key=key,
-                            columns=analysis.columns)
-    if not specs:
-        return [], 0, 0
-    ddf = read_collection(specs, analysis.schema.empty())
+    if key != "_id":
+        _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
+    plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
+                      query=analysis.filter or None, group_key=analysis.group_key, partitions=n,
+                      threads=_threads(client), mode=mode)
+    log.info("analysis %s reads %s: %s", analysis.name, plan.mode, plan.reason)
+    if plan.mode == "stream":
+        if plan.stream.sort_path and plan.stream.sort_path != key:
+            _ensure_index(uri, db_name, analysis.source, plan.stream.sort_path)
+        done = _stream(analysis, client, plan.stream)
+        return [partial for _, partial in done], sum(rows for rows, _ in done), len(done), plan
+    if not plan.specs:
+        return [], 0, 0, plan
+    ddf = read_collection(plan.specs, analysis.schema.empty())
     if analysis.group_key and analysis.group_key != key:
         ddf = ddf.shuffle(on=analysis.group_key)  # a group may straddle key ranges: bring it together
     tasks = [delayed(_apply)(analysis.partition, part) for part in ddf.to_delayed()]
     done = client.compute(tasks, sync=True)
-    return [partial for _, partial in done], sum(rows for rows, _ in done), len(specs)
+    return [partial for _, partial in done], sum(rows for rows, _ in done), len(plan.specs), plan
 
 
 # ------------------------------------------------------------------ publishing
@@ -213,18 +245,21 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
 
 # ------------------------------------------------------------------ running
 def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path,
-                 partitions: int | None = None, *, partition_key: str | None = None) -> AnalysisResult:
+                 partitions: int | None = None, *, partition_key: str | None = None,
+                 read_mode: str | None = None) -> AnalysisResult:
     """Run one analysis on the Dask ``client`` and publish its output.
 
     ``partition_key`` overrides the declared one (the runner then shuffles on
-    the declared group key); ``partitions`` fixes the number of partitions.
+    the declared group key); ``partitions`` fixes the number of key ranges;
+    ``read_mode`` forces ``ranges`` or ``stream`` (default: ``auto``, see
+    :mod:`analytics.planning`).
     """
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     started = time.perf_counter()
     try:
-        partials, records_in, n_parts = _compute(analysis, client, uri, db_name, partitions,
-                                                 partition_key or analysis.partition_key)
+        partials, records_in, n_parts, plan = _compute(analysis, client, uri, db_name, partitions,
+                                                       partition_key or analysis.partition_key, read_mode)
         frame, excluded = analysis.combine_partials(partials)
     except SciIngestError:
         raise
@@ -232,15 +267,15 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         raise AnalysisError(f"analysis {analysis.name} failed: {type(exc).__name__}: {exc}") from exc
     collection, parquet_path = _publish(
         uri, db_name, analysis, frame, run_id, out_dir,
-        {"records_in": records_in, "partitions": n_parts, "excluded": excluded},
+        {"records_in": records_in, "partitions": n_parts, "excluded": excluded, "read": plan.describe()},
     )
     result = AnalysisResult(
         name=analysis.name, records_in=records_in, records_out=len(frame), partitions=n_parts,
         collection=collection, parquet_path=parquet_path, run_id=run_id,
-        seconds=time.perf_counter() - started, excluded=excluded,
+        seconds=time.perf_counter() - started, excluded=excluded, read=plan.describe(),
     )
-    log.info("analysis %s: %d in, %d out, %d partitions, %.2fs", analysis.name, records_in, len(frame),
-             n_parts, result.seconds)
+    log.info("analysis %s: %d in, %d out, %d partitions (%s), %.2fs", analysis.name, records_in, len(frame),
+             n_parts, plan.mode, result.seconds)
     return result
 
 
@@ -255,6 +290,7 @@ def analyze(
     *,
     client=None,
     partition_keys: dict[str, str] | None = None,
+    read_mode: str | None = None,
 ) -> list[AnalysisResult]:
     """Run the ``names`` analyses (default: all, by name) and publish their outputs.
 
@@ -271,7 +307,8 @@ def analyze(
 
     def run_all(dask) -> list[AnalysisResult]:
         return [run_analysis(a, dask, uri, db_name, run_id, Path(out_dir), partitions,
-                             partition_key=(partition_keys or {}).get(a.name)) for a in chosen]
+                             partition_key=(partition_keys or {}).get(a.name), read_mode=read_mode)
+                for a in chosen]
 
     if client is not None:
         return run_all(client)

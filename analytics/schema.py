@@ -33,7 +33,7 @@ from typing import Any, Iterable, NamedTuple
 
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["KINDS", "Column", "Schema", "get_path", "projection_for", "coerce", "conform", "empty",
+__all__ = ["KINDS", "Column", "Schema", "get_path", "path_getter", "projection_for", "coerce", "conform", "empty",
            "require_columns"]
 
 #: Column kinds.  They become the pandas dtypes ``str``, ``float64``, ``Int64``,
@@ -65,6 +65,28 @@ def get_path(doc: Any, path: str) -> Any:
         else:
             return None
     return value
+
+
+def path_getter(path: str):
+    """A function reading one dotted path as :func:`get_path` does, with the path split once."""
+    parts = path.split(".")
+    if len(parts) == 1 and not path.lstrip("-").isdigit():
+        key = parts[0]
+        return lambda doc: doc.get(key) if isinstance(doc, dict) else None
+    if len(parts) == 3 and parts[1].isdigit() and not parts[0].lstrip("-").isdigit():
+        outer, index, inner = parts[0], int(parts[1]), parts[2]  # e.g. hsps.0.score
+
+        def get(doc):
+            items = doc.get(outer) if isinstance(doc, dict) else None
+            if isinstance(items, list) and index < len(items) and isinstance(items[index], dict):
+                return items[index].get(inner)
+            return get_path(doc, path)
+        return get
+    return lambda doc: get_path(doc, path)
+
+
+#: The Python type a value of each kind already has (kept as it is, not coerced).
+_EXACT = {"string": str, "float64": float, "int64": int, "bool": bool}
 
 
 def projection_for(paths: Iterable[str]) -> dict[str, int]:
@@ -168,10 +190,12 @@ class Schema:
     def read(self, docs: Iterable[dict]) -> dict[str, list]:
         """Column name -> coerced values, one per document."""
         values: dict[str, list] = {c.name: [] for c in self.columns}
-        columns = [(values[c.name].append, c.path, c.kind) for c in self.columns]
+        columns = [(values[c.name].append, path_getter(c.path), c.kind, _EXACT.get(c.kind)) for c in self.columns]
         for doc in docs:
-            for append, path, kind in columns:
-                append(coerce(get_path(doc, path), kind))
+            for append, get, kind, exact in columns:
+                value = get(doc)
+                # the common case (already of the column's type) without a call; the rest by coerce's rules
+                append(value if type(value) is exact or value is None else coerce(value, kind))
         return values
 
     def frame(self, values: dict[str, list] | None = None):

@@ -1,0 +1,201 @@
+"""How to read a collection in parallel: decided from the server's own query plans.
+
+Two ways of reading a source, chosen per analysis by :func:`plan_reads`:
+
+``ranges``
+    Split points on an indexed key, one Dask task per key range, each range
+    read by its own query (:mod:`analytics.partitions`).  This pays only when
+    the server can (a) *seek* a range of the key, so that the sum of the
+    partition reads costs one read of the collection, and (b) *sample* the key
+    cheaply, so that planning costs next to nothing.  MongoDB does both: a
+    range on an indexed key is an ``IXSCAN`` and ``$sample`` as a first stage
+    uses a pseudo-random cursor (``$sampleFromRandomCursor``) when the sample
+    is under 5 % of a collection of more than 100 documents.
+``stream``
+    One query, read once in the driver as a stream and cut client-side into
+    bounded chunks, each handed to a Dask worker as it arrives
+    (:mod:`analytics.streaming`).  Sorted on the group key when the analysis
+    has one, so chunks are cut between groups.  This is what a server gets that
+    answers ``$sample`` with a collection scan -- SecantusDB materialises the
+    whole collection for a ``$sample``, a ``count`` or a sorted ``limit(1)``,
+    so any split-point planning would cost a full read before the read -- or
+    that cannot seek the range (a range combined with the analysis's filter is
+    a ``COLLSCAN`` there), or whose index on the key is multikey (a document
+    would fall in several ranges).
+
+Both checks are ``explain`` at ``queryPlanner`` verbosity: plans, not
+executions, a few milliseconds on either server.  ``mode`` (or the
+``SCI_INGEST_READ_MODE`` environment variable: ``auto``, ``ranges``,
+``stream``) forces one way; forced ranges on a server that cannot sample
+cheaply still work, planning with a full ``$sample``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from analytics.schema import Column, Schema
+from ingest.errors import ConfigError
+
+__all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "range_filter", "READ_MODES",
+           "DEFAULT_CHUNK_ROWS"]
+
+READ_MODES = ("auto", "ranges", "stream")
+#: Rows (documents) per streamed chunk: the unit of work and of memory.
+DEFAULT_CHUNK_ROWS = 10_000
+#: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
+PROBE_SAMPLE = 1_000
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the server's plans say about reading ``key`` ranges of a collection."""
+
+    seeks: bool
+    samples: bool
+    multikey: bool
+    evidence: str
+
+    @property
+    def partitionable(self) -> bool:
+        return self.seeks and self.samples and not self.multikey
+
+
+@dataclass
+class ReadPlan:
+    """How one source will be read: key-range partitions or one stream."""
+
+    mode: str
+    reason: str
+    specs: list = field(default_factory=list)  # PartitionSpec, for "ranges"
+    stream: Any = None  # StreamSpec, for "stream"
+    seconds: float = 0.0
+    documents: int | None = None  # the server's estimate, when it was asked (ranges only)
+
+    def describe(self) -> dict:
+        parts = len(self.specs) if self.mode == "ranges" else None
+        return {"mode": self.mode, "reason": self.reason, "partitions": parts,
+                "planning_s": round(self.seconds, 4)}
+
+
+def _plan_facts(explain: Any, stages: set[str], flags: dict[str, bool]) -> None:
+    """Collect every ``stage`` name and aggregation stage key of an explain document."""
+    if isinstance(explain, dict):
+        for name, value in explain.items():
+            if name == "stage" and isinstance(value, str):
+                stages.add(value)
+            elif name.startswith("$"):
+                stages.add(name)
+            elif name == "isMultiKey" and value is True:
+                flags["multikey"] = True
+            _plan_facts(value, stages, flags)
+    elif isinstance(explain, list):
+        for item in explain:
+            _plan_facts(item, stages, flags)
+
+
+def plan_stages(explain: Any) -> set[str]:
+    """Every plan stage (``IXSCAN``, ``COLLSCAN``, ``$sample`` ...) named in an explain document."""
+    stages: set[str] = set()
+    _plan_facts(explain, stages, {})
+    return stages
+
+
+def range_filter(query: dict | None, key: str, bounds: dict) -> dict:
+    """``query`` and a range on ``key`` as one filter (one ``$and`` only when the two clash)."""
+    if not query:
+        return {key: bounds}
+    if key in query or any(k.startswith("$") for k in query):
+        return {"$and": [query, {key: bounds}]}
+    return {**query, key: bounds}
+
+
+def probe(db, collection: str, key: str, query: dict | None = None) -> Capabilities:
+    """Ask the server, by ``explain``, whether ``key`` ranges can be sought and sampled cheaply."""
+    from bson import MaxKey, MinKey
+
+    stages: set[str] = set()
+    flags: dict[str, bool] = {}
+    find = {"find": collection, "filter": range_filter(query, key, {"$gte": MinKey(), "$lte": MaxKey()})}
+    _plan_facts(db.command("explain", find, verbosity="queryPlanner"), stages, flags)
+    seeks = "IXSCAN" in stages and "COLLSCAN" not in stages
+    sample = {"aggregate": collection, "pipeline": [{"$sample": {"size": PROBE_SAMPLE}}], "cursor": {}}
+    sample_stages: set[str] = set()
+    _plan_facts(db.command("explain", sample, verbosity="queryPlanner"), sample_stages, {})
+    samples = bool(sample_stages & {"$sampleFromRandomCursor", "MULTI_ITERATOR", "RANDOM_CURSOR"})
+    find_plan = "IXSCAN" if seeks else ("COLLSCAN" if "COLLSCAN" in stages else "/".join(sorted(stages)) or "?")
+    sample_plan = "random cursor" if samples else ("COLLSCAN" if "COLLSCAN" in sample_stages else "no random cursor")
+    evidence = (f"explain: a {key} range{' with the filter' if query else ''} is {find_plan}"
+                f"{' (multikey index)' if flags.get('multikey') else ''}, $sample is {sample_plan}")
+    return Capabilities(seeks=seeks, samples=samples, multikey=bool(flags.get("multikey")), evidence=evidence)
+
+
+def read_mode(mode: str | None = None) -> str:
+    chosen = (mode or os.environ.get("SCI_INGEST_READ_MODE") or "auto").strip().lower()
+    if chosen not in READ_MODES:
+        raise ConfigError(f"read mode must be one of {', '.join(READ_MODES)}, not {chosen!r} "
+                          f"(SCI_INGEST_READ_MODE)")
+    return chosen
+
+
+def plan_reads(
+    uri: str,
+    db_name: str,
+    collection: str,
+    *,
+    columns: Iterable[Column],
+    key: str,
+    query: dict | None = None,
+    group_key: str | None = None,
+    partitions: int | None = None,
+    threads: int = 1,
+    mode: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> ReadPlan:
+    """Decide how to read ``collection`` (see the module docstring) and plan it.
+
+    ``key`` is the field ranges are cut on; ``group_key`` a declared column
+    whose equal values must meet in one chunk (the stream is then sorted on its
+    path).  ``partitions`` fixes the number of key ranges; by default it follows
+    the server's document estimate and ``threads``.
+    """
+    from analytics.partitions import plan_partitions
+    from analytics.streaming import StreamSpec
+    from ingest.mongo import db_errors, shared_client
+
+    if not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    started = time.perf_counter()
+    schema = Schema(columns)
+    wanted = read_mode(mode)
+    db = shared_client(uri)[db_name]
+    if wanted == "auto":
+        with db_errors(f"asking the server how to read {db_name}.{collection}", uri=uri):
+            caps = probe(db, collection, key, query or None)
+        chosen = "ranges" if caps.partitionable else "stream"
+        reason = caps.evidence
+    else:
+        chosen, reason = wanted, f"read mode {wanted} was asked for"
+    plan = ReadPlan(mode=chosen, reason=reason)
+    if chosen == "ranges":
+        from analytics.runner import default_partitions
+
+        n = partitions
+        if n is None:
+            with db_errors(f"estimating the size of {db_name}.{collection}", uri=uri):
+                plan.documents = db[collection].estimated_document_count()
+            n = default_partitions(threads, plan.documents)
+        plan.specs = plan_partitions(uri, db_name, collection, n, query=query or None, key=key,
+                                     columns=schema.columns)
+    else:
+        sort_path = None
+        if group_key is not None:
+            sort_path = next(c.path for c in schema.columns if c.name == group_key)
+        plan.stream = StreamSpec(uri=uri, db_name=db_name, collection=collection, query=query or None,
+                                 columns=schema.columns, sort_path=sort_path, group_key=group_key,
+                                 chunk_rows=chunk_rows)
+    plan.seconds = time.perf_counter() - started
+    return plan

@@ -1,0 +1,98 @@
+"""One query read once as a stream and cut client-side into bounded chunks.
+
+The alternative to key-range partitions for servers that cannot sample or seek
+a key cheaply (see :mod:`analytics.planning`).  :func:`read_chunks` runs one
+``find`` with the projection derived from the declared columns and yields the
+documents undecoded, about ``chunk_rows`` at a time; :func:`chunk_frame` turns
+one chunk into a typed frame (:meth:`analytics.schema.Schema.frame`) wherever
+the chunk is handled -- on a Dask worker, in parallel with the read of the
+next one.  Memory holds about one chunk per worker whatever the collection's
+size.  With a group path the query is sorted on it and a chunk is cut only
+where the group's value changes: the documents of one group always travel
+together (a group larger than a chunk makes that chunk larger, never splits
+it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from analytics.schema import Column, Schema, get_path
+
+__all__ = ["StreamSpec", "read_chunks", "chunk_frame"]
+
+#: Documents per server round trip.
+BATCH_SIZE = 5_000
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Everything needed to stream one source: where, which documents, which columns, in what order."""
+
+    uri: str
+    db_name: str
+    collection: str
+    query: dict | None = None
+    columns: tuple[Column, ...] = field(default=())
+    sort_path: str | None = None
+    group_key: str | None = None
+    chunk_rows: int = 10_000
+
+    def describe(self) -> str:
+        order = f", sorted on {self.sort_path}" if self.sort_path else ""
+        return f"{self.db_name}.{self.collection} as one stream{order}"
+
+
+def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
+    """``(documents, raw BSON)`` chunks of about ``spec.chunk_rows`` documents, in stream order.
+
+    The documents stay undecoded (``RawBSONDocument``): the driver only frames
+    them, and whoever handles the chunk (a Dask worker) decodes it with
+    :func:`chunk_frame`, so decoding runs in parallel with the read.
+    """
+    from bson.codec_options import CodecOptions
+    from bson.raw_bson import RawBSONDocument
+
+    from ingest.mongo import db_errors, shared_client
+
+    schema = Schema(spec.columns)
+    sort = [(spec.sort_path, 1)] if spec.sort_path else None
+    path = spec.sort_path
+    pending: list[RawBSONDocument] = []
+    boundary: object = _UNSET  # the group key the current oversized chunk must not be cut in
+    with db_errors(f"reading {spec.describe()}", uri=spec.uri):
+        coll = shared_client(spec.uri)[spec.db_name].get_collection(
+            spec.collection, codec_options=CodecOptions(document_class=RawBSONDocument))
+        cursor = coll.find(spec.query or {}, schema.projection(), sort=sort, batch_size=BATCH_SIZE)
+        try:
+            for doc in cursor:
+                if len(pending) >= spec.chunk_rows:
+                    if path is not None and boundary is _UNSET:
+                        boundary = _raw_path(pending[-1], path)
+                    if path is None or _raw_path(doc, path) != boundary:
+                        yield len(pending), b"".join(d.raw for d in pending)
+                        pending, boundary = [], _UNSET
+                pending.append(doc)
+        finally:
+            cursor.close()
+    if pending:
+        yield len(pending), b"".join(d.raw for d in pending)
+
+
+def chunk_frame(columns: tuple[Column, ...], raw: bytes):
+    """The typed frame of one raw chunk (runs where the chunk is handled, e.g. on a Dask worker)."""
+    import bson
+
+    schema = Schema(columns)
+    return schema.frame(schema.read(bson.decode_all(raw)))
+
+
+_UNSET = object()
+
+
+def _raw_path(doc, path: str):
+    import bson
+
+    return get_path(bson.decode(doc.raw), path)
+
