@@ -80,8 +80,20 @@ def dask_client(scheduler_address: str | None = None,
 
 
 def warm_up(client, purpose: str = "analyze") -> int:
-    """Import what ``purpose`` ("load" or "analyze") needs on every worker; returns the worker count."""
-    replies = client.run(_import_for_load if purpose == "load" else _import_for_analyses)
+    """Import what ``purpose`` ("load", "analyze", "validate") needs on every worker; returns the worker count.
+
+    For ``validate`` that is Great Expectations, whose import takes seconds:
+    each worker makes its context once, here.
+
+    For the analyses the calling process (which reads streams and publishes
+    the outputs) imports them too.
+    """
+    if purpose == "load":
+        return len(client.run(_import_for_load))
+    if purpose == "validate":
+        return len(client.run(_import_for_validation))
+    replies = client.run(_import_for_analyses)
+    _import_for_analyses()
     return len(replies)
 
 
@@ -95,8 +107,21 @@ def _import_for_load() -> bool:
 
 
 def _import_for_analyses() -> bool:
-    import analytics.partitions  # noqa: F401  (pandas, pyarrow, pymongo)
+    import bson  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import analytics.partitions  # noqa: F401
+    import analytics.streaming  # noqa: F401
     from analytics.registry import all_analyses
 
     all_analyses()  # imports every analysis module
+    return True
+
+
+def _import_for_validation() -> bool:
+    from analytics.validation.stream import engine
+
+    engine()  # imports Great Expectations and makes this process's context
     return True

@@ -63,7 +63,7 @@ LOAD_INDEXES: dict[str, list[Index]] = {
 QUERY_INDEXES: dict[str, list[Index]] = {
     SEARCHES: [[("query_id", 1)], [("source.path", 1)], [("source.sha256", 1)]],
     HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)]],
-    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)]],
+    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)], [("_ingest.type", 1)]],
     TASKS: [[("material_id", 1)]],
 }
 

@@ -135,7 +135,9 @@ class Cluster:
                 rec.detail = {"scheduler": self.settings.dask_scheduler or "LocalCluster"}
             self._warm.add(purpose)
         elif purpose not in self._warm:
-            warm_up(self._client, purpose)
+            with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
+                rec.records_in = rec.records_out = None
+                rec.workers = warm_up(self._client, purpose)
             self._warm.add(purpose)
         return self._client
 
@@ -224,16 +226,19 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
                                       settings.out_dir)
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
-                              "parquet": str(result.parquet_path), "excluded": result.excluded}
+                              "parquet": str(result.parquet_path), "excluded": result.excluded,
+                              "read": result.read}
                 results.append(result)
     return results
 
 
-def validate_step(conn: Connection, timings: Timings, settings: Settings):
+def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None):
+    """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here."""
     from analytics.validation import validate
 
+    client = cluster.client("validate") if cluster is not None else None
     with timings.stage("validate") as rec:
-        report = validate(conn.uri, settings.db_name, timings.run_id)
+        report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
         rec.records_in = report.rows_checked
         rec.records_out = sum(1 for s in report.suites if s.success)
         rec.detail = {"suites": len(report.suites), "ok": report.ok}
@@ -276,7 +281,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                 if "analyze" in steps:
                     report.analysis = analyze_step(conn, timings, settings, analyses, cluster=cluster)
                 if "validate" in steps:
-                    report.validation = validate_step(conn, timings, settings)
+                    report.validation = validate_step(conn, timings, settings, cluster=cluster)
                     report.validation.raise_for_critical()
         except LoadStopped as exc:
             stopped = exc

@@ -27,7 +27,7 @@ Importing this package imports none of pandas, Great Expectations or pymongo.
 
 from __future__ import annotations
 
-from analytics.validation.frames import build_frame, read_frame
+from analytics.validation.frames import build_frame
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -54,6 +54,5 @@ __all__ = [
     "build_frame",
     "describe_failure",
     "load_suites",
-    "read_frame",
     "validate",
 ]

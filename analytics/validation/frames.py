@@ -1,10 +1,11 @@
-"""Documents to rows to a pandas frame, by a suite's rules, and reading them from MongoDB.
+"""Documents to rows to a pandas frame, by a suite's rules.
 
 The rules (``fields``, ``unwind``, ``numeric``, ``derived``) are those of the
-suite format, :mod:`analytics.validation.suites`.  Paths are read with
-:func:`analytics.schema.get_path`, the project's one dotted-path reader.
-pandas is imported only when a frame is built, and MongoDB is reached only
-through :mod:`ingest.mongo`.
+suite format, :mod:`analytics.validation.suites`.  Paths are read as
+:func:`analytics.schema.get_path` reads them (the project's one dotted-path
+reader; a plain field name takes a shortcut).  pandas is imported only when a
+frame is built.  Reading the documents is :mod:`analytics.validation.stream`'s
+business.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Iterator
 
-from analytics.schema import get_path
+from analytics.schema import path_getter
 from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec
 
-__all__ = ["document_rows", "build_frame", "read_frame", "short_repr"]
+__all__ = ["document_rows", "build_frame", "short_repr"]
 
 _REPR_LIMIT = 120
 
@@ -23,28 +24,27 @@ _REPR_LIMIT = 120
 def document_rows(spec: SuiteSpec, documents: Iterable[dict]) -> Iterator[list]:
     """One list of raw field values per row, in ``spec.fields`` order (unwinding if asked)."""
     if not spec.unwind:
+        getters = [path_getter(path) for path in spec.fields]
         for doc in documents:
-            yield [get_path(doc, path) for path in spec.fields]
+            yield [get(doc) for get in getters]
         return
     prefix = spec.unwind + "."
+    unwound = path_getter(spec.unwind)
+    # per field: (read from the element?, getter); the array itself is read as the element
+    plan = [(True, (lambda e: e)) if path == spec.unwind
+            else (True, path_getter(path[len(prefix):])) if path.startswith(prefix)
+            else (False, path_getter(path)) for path in spec.fields]
     for doc in documents:
-        array = get_path(doc, spec.unwind)
+        array = unwound(doc)
         if isinstance(array, list):
             elements = array or [None]
         elif array is None:
             elements = [None]
         else:  # a lone value counts as a one-element array, as in $unwind
             elements = [array]
+        outer = [None if inner else get(doc) for inner, get in plan]
         for element in elements:
-            row = []
-            for path in spec.fields:
-                if path.startswith(prefix):
-                    row.append(get_path(element, path[len(prefix):]))
-                elif path == spec.unwind:
-                    row.append(element)
-                else:
-                    row.append(get_path(doc, path))
-            yield row
+            yield [get(element) if inner else value for (inner, get), value in zip(plan, outer)]
 
 
 def short_repr(value: Any) -> str:
@@ -88,9 +88,14 @@ def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None
     for col in spec.numeric:
         converted, offending = [], []
         for value in frame[col].tolist():
-            number, bad = _as_number(value)
-            converted.append(number)
-            offending.append(short_repr(value) if bad else None)
+            kind = type(value)
+            if kind is float or kind is int:
+                converted.append(float(value))
+                offending.append(None)
+            else:
+                number, bad = _as_number(value)
+                converted.append(number)
+                offending.append(short_repr(value) if bad else None)
         frame[col] = pd.Series(converted, index=frame.index, dtype="float64")
         frame[col + NON_NUMERIC_SUFFIX] = pd.Series(offending, index=frame.index, dtype=object)
     for col, how in spec.derived.items():
@@ -100,21 +105,3 @@ def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None
                 [float(len(v)) if isinstance(v, (list, tuple)) else math.nan for v in source.tolist()],
                 index=frame.index, dtype="float64")
     return frame, truncated
-
-
-def read_frame(db, spec: SuiteSpec, max_rows: int | None = None):
-    """(DataFrame, documents read, truncated) for one suite; raises DatabaseError."""
-    from ingest.mongo import db_errors
-
-    with db_errors(f"reading {spec.collection} for suite {spec.name}"):
-        cursor = db[spec.collection].find(spec.filter, spec.projection(), batch_size=1000)
-        if max_rows is not None:
-            cursor = cursor.limit(max_rows + 1)
-        documents: list[dict] = []
-        for doc in cursor:
-            documents.append(doc)
-    truncated = max_rows is not None and len(documents) > max_rows
-    if truncated:
-        documents = documents[:max_rows]
-    frame, cut = build_frame(spec, documents, max_rows)
-    return frame, len(documents), truncated or cut

@@ -44,6 +44,8 @@ class SuiteResult:
     unsuccessful: int = 0
     results: list[dict] = field(default_factory=list)
     duration_s: float = 0.0
+    #: How many chunks the rows were read and checked in (see analytics.validation.stream).
+    chunks: int = 0
 
     @property
     def skipped(self) -> bool:
@@ -142,6 +144,7 @@ def run_document(result: SuiteResult, run_id: str, db_name: str, started: dateti
         "rows": result.rows,
         "documents": result.documents,
         "truncated": result.truncated,
+        "chunks": result.chunks,
         "statistics": {
             "evaluated": result.evaluated,
             "successful": result.successful,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.validation.frames import read_frame
-from analytics.validation.gx import GreatExpectations
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -19,6 +19,7 @@ from analytics.validation.results import (
     ValidationReport,
     run_document,
 )
+from analytics.validation.stream import DEFAULT_CHUNK_ROWS, Accumulator, check_chunk, raw_chunks
 from analytics.validation.suites import SuiteSpec, load_suites
 from ingest.catalog import VALIDATION as RUNS_COLLECTION
 from ingest.errors import ConfigError
@@ -38,6 +39,109 @@ def _select(specs: list[SuiteSpec], names: list[str] | None) -> list[SuiteSpec]:
     return [by_name[n] for n in names]
 
 
+def _known_empty(db, spec: SuiteSpec) -> bool:
+    """True when an index proves that the suite's filter matches nothing (no scan is paid for it).
+
+    Only a filter the server answers from an index (``IXSCAN`` in its plan) is
+    checked ahead; any other suite finds out while streaming, in its one read.
+    """
+    if not spec.filter:
+        return False
+    from analytics.planning import plan_stages
+
+    plan = db.command("explain", {"find": spec.collection, "filter": spec.filter, "limit": 1},
+                      verbosity="queryPlanner")
+    stages = plan_stages(plan)
+    if "IXSCAN" not in stages or "COLLSCAN" in stages:
+        return False
+    return db[spec.collection].find_one(spec.filter, {"_id": 1}) is None
+
+
+@dataclass
+class _Suite:
+    """One suite's progress: its merged results and when it started and last finished a chunk."""
+
+    spec: SuiteSpec
+    accumulator: Accumulator
+    started: datetime
+    t0: float
+    t1: float = 0.0
+
+    def add(self, chunk) -> None:
+        self.accumulator.add(chunk)
+        self.t1 = time.perf_counter()
+
+    def result(self, max_rows: int | None) -> SuiteResult:
+        spec, acc = self.spec, self.accumulator
+        if not acc.rows:
+            result = SuiteResult(suite=spec.name, collection=spec.collection, status=STATUS_SKIPPED)
+        else:
+            stats, results = acc.finish()
+            result = SuiteResult(
+                suite=spec.name, collection=spec.collection, status=STATUS_PASSED, rows=acc.rows,
+                documents=min(acc.documents, max_rows or acc.documents),
+                truncated=acc.truncated or (max_rows is not None and acc.documents > max_rows),
+                evaluated=int(stats["evaluated_expectations"]), successful=int(stats["successful_expectations"]),
+                unsuccessful=int(stats["unsuccessful_expectations"]), results=results, chunks=acc.chunks,
+            )
+            if result.critical_failures:
+                result.status = STATUS_FAILED
+            elif result.failures:
+                result.status = STATUS_WARNINGS
+        result.duration_s = max(self.t1, self.t0) - self.t0
+        return result
+
+
+def _check_serially(suite: _Suite, stream, sample_size: int, max_rows: int | None) -> None:
+    """Check one suite's chunks here, in order; with ``max_rows``, each with the rows still allowed."""
+    left = max_rows
+    for raw in stream:
+        chunk = check_chunk(suite.spec, raw, sample_size, left)
+        suite.add(chunk)
+        if left is not None:
+            left -= chunk.rows
+            if left <= 0 or chunk.truncated:
+                return
+
+
+def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: int, chunk_rows: int,
+               client) -> list[_Suite]:
+    """Every suite, read one after the other; with a Dask client, checked on its workers meanwhile.
+
+    The reads are the critical path (the server's), so the next suite's read
+    starts as soon as the last one's chunks are handed out: its checks run on
+    the workers while the server reads on.  At most two chunks per worker
+    thread are in flight, whichever suites they belong to.
+    """
+    from ingest.mongo import db_errors
+
+    serial = client is None or max_rows is not None
+    window = 2 * max(1, sum(client.nthreads().values())) if not serial else 0
+    running: deque = deque()
+    suites: list[_Suite] = []
+    limit = max_rows + 1 if max_rows is not None else 0
+    for spec in specs:
+        suite = _Suite(spec, Accumulator(spec.all_expectations(), sample_size), datetime.now(timezone.utc),
+                       time.perf_counter())
+        suites.append(suite)
+        with db_errors(f"reading {spec.collection} for suite {spec.name}"):
+            if _known_empty(db, spec):
+                continue
+            stream = raw_chunks(db[spec.collection], spec.filter or {}, spec.projection(), chunk_rows, limit)
+            if serial:
+                _check_serially(suite, stream, sample_size, max_rows)
+                continue
+            for raw in stream:
+                running.append((suite, client.submit(check_chunk, spec, raw, sample_size, pure=False)))
+                if len(running) >= window:
+                    done, future = running.popleft()
+                    done.add(future.result())
+    while running:
+        done, future = running.popleft()
+        done.add(future.result())
+    return suites
+
+
 def validate(
     uri: str,
     db_name: str,
@@ -47,52 +151,42 @@ def validate(
     max_rows: int | None = None,
     *,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    client=None,
 ) -> ValidationReport:
     """Check collections against expectation suites; store one document per suite in ``validation_runs``.
 
-    ``suites`` selects suites by name (default: all).  ``max_rows`` caps the rows
-    checked per suite (the first documents in natural order).  A suite whose
-    collection (after its ``filter``) has no documents is skipped.  Returns the report; call :meth:`ValidationReport.raise_for_critical`
-    to turn critical failures into :class:`ValidationFailed`.
+    ``suites`` selects suites by name (default: all).  Each suite's documents
+    are read once, ``chunk_rows`` at a time, and every chunk is checked by Great
+    Expectations, the results merged (:mod:`analytics.validation.stream`), so
+    memory stays bounded whatever the collection's size.  With a Dask
+    ``client`` the chunks are checked on its workers while the next ones (of
+    this suite or the next) are read; without, here, one after the other.  ``max_rows`` caps the
+    rows checked per suite (the first documents in natural order).  A suite
+    whose collection (after its ``filter``) has no documents is skipped; when
+    an index serves the filter, that costs one index lookup.  Great
+    Expectations is imported only when a suite has rows to check.  Returns the
+    report; call :meth:`ValidationReport.raise_for_critical` to turn critical
+    failures into :class:`ValidationFailed`.
     """
     from ingest.mongo import client as mongo_client, db_errors
 
     if max_rows is not None and max_rows < 1:
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
+    if not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
     specs = _select(load_suites(suites_dir), suites)
     report = ValidationReport(run_id=run_id, db_name=db_name)
-    engine: GreatExpectations | None = None
-    client = mongo_client(uri)
+    mongo = mongo_client(uri)
     try:
-        db = client[db_name]
-        for spec in specs:
-            started = datetime.now(timezone.utc)
-            t0 = time.perf_counter()
-            frame, n_docs, truncated = read_frame(db, spec, max_rows)
-            if n_docs == 0:
-                result = SuiteResult(suite=spec.name, collection=spec.collection, status=STATUS_SKIPPED)
-            else:
-                if engine is None:
-                    engine = GreatExpectations()
-                stats, results = engine.validate(spec, frame, sample_size)
-                result = SuiteResult(
-                    suite=spec.name, collection=spec.collection, status=STATUS_PASSED,
-                    rows=len(frame), documents=n_docs, truncated=truncated,
-                    evaluated=int(stats.get("evaluated_expectations", len(results))),
-                    successful=int(stats.get("successful_expectations", 0)),
-                    unsuccessful=int(stats.get("unsuccessful_expectations", 0)),
-                    results=results,
-                )
-                if result.critical_failures:
-                    result.status = STATUS_FAILED
-                elif result.failures:
-                    result.status = STATUS_WARNINGS
-            result.duration_s = time.perf_counter() - t0
+        db = mongo[db_name]
+        for suite in _check_all(db, specs, max_rows, sample_size, chunk_rows, client):
+            result = suite.result(max_rows)
             report.suites.append(result)
-            doc = run_document(result, run_id, db_name, started, engine.version if engine else None)
-            with db_errors(f"writing {RUNS_COLLECTION} for suite {spec.name}"):
+            doc = run_document(result, run_id, db_name, suite.started, suite.accumulator.gx_version)
+            with db_errors(f"writing {RUNS_COLLECTION} for suite {suite.spec.name}"):
                 db[RUNS_COLLECTION].replace_one({"_id": doc["_id"]}, doc, upsert=True)
-            log.info("suite %s: %s (%d rows)", spec.name, result.status, result.rows)
+            log.info("suite %s: %s (%d rows in %d chunk(s))", result.suite, result.status, result.rows, result.chunks)
     finally:
-        client.close()
+        mongo.close()
     return report
