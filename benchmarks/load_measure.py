@@ -226,6 +226,36 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
+def run_monitored(argv: list[str], env: dict | None, db=None, also: int | None = None):
+    """Run ``argv`` to its end while a :class:`Monitor` samples its process tree (and ``db``'s
+    indexes); ``also``: a second pid sampled the same way (returned as ``proc.also``).
+
+    Returns (process, monitor, wall seconds, stdout, stderr)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        monitors = [Monitor(proc.pid, db)] + ([Monitor(also, None)] if also else [])
+        for m in monitors:
+            m.start()
+        try:
+            _, status = os.waitpid(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            for m in monitors:
+                m.done.set()
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        for m in monitors:
+            m.join()
+        proc.also = monitors[1] if also else None
+        out.seek(0)
+        err.seek(0)
+        return proc, monitors[0], wall, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+
+
 # ------------------------------------------------------------------ the loader
 def loader_flags() -> dict[str, bool]:
     text = subprocess.run([*CLI, "load", "--help"], capture_output=True, text=True).stdout
@@ -239,25 +269,7 @@ def run_load(server: Server, client, inputs: list[str], db_name: str, *, workers
     argv = [*CLI, "load", *(["--workers", str(workers)] if workers else []), *extra,
             "--json", "-q", "--mongo-uri", server.uri, "--db", db_name, *inputs]
     db = client[db_name]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=server.env)
-        monitor = Monitor(proc.pid, db if watch_indexes else None)
-        monitor.start()
-        try:
-            _, status = os.waitpid(proc.pid, 0)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        finally:
-            monitor.done.set()
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        monitor.join()
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    proc, monitor, wall, stdout, stderr = run_monitored(argv, server.env, db if watch_indexes else None)
     try:
         report = json.loads(stdout)
     except ValueError:
