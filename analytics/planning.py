@@ -153,7 +153,7 @@ def plan_reads(
     partitions: int | None = None,
     threads: int = 1,
     mode: str | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> ReadPlan:
     """Decide how to read ``collection`` (see the module docstring) and plan it.
 
@@ -166,6 +166,7 @@ def plan_reads(
     from analytics.streaming import StreamSpec
     from ingest.mongo import db_errors, shared_client
 
+    chunk_rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     started = time.perf_counter()

@@ -380,9 +380,16 @@ def _check_published(db, collection, parquet_path, expected: dict):
     assert not [n for n in db.list_collection_names() if "__tmp_" in n]
 
 
+@pytest.mark.parametrize("read_mode", ["ranges", "stream"])
 @pytest.mark.parametrize("hits_key, partitions", [("search_id", 2), ("_id", 3)])
-def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitions):
-    """With hits_key "_id" the runner partitions on _id and shuffles on the declared group key."""
+def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitions, read_mode, monkeypatch):
+    """With hits_key "_id" the runner partitions on _id and shuffles on the declared group key.
+
+    Both ways of reading give the same outputs: key ranges, and one stream cut into
+    chunks of 3 documents (so search a, 4 hits, makes a chunk larger than asked).
+    """
+    monkeypatch.setenv("SCI_INGEST_READ_MODE", read_mode)
+    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
     hits, (a, b, c) = _e2e_hits("9f3c2a")
     db.hits.insert_many(hits)
     db.materials.insert_many(E2E_MATERIALS)
@@ -399,7 +406,11 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
     best, oxide = by_name["best_hits"], by_name["oxide_formation_energy"]
     assert (best.records_in, best.records_out, best.collection) == (8, 3, "query_best_hits")
     assert (oxide.records_in, oxide.records_out, oxide.collection) == (8, 3, "oxide_formation_energy")
-    assert 1 <= best.partitions <= partitions and 1 <= oxide.partitions <= partitions
+    assert best.read["mode"] == oxide.read["mode"] == read_mode
+    if read_mode == "ranges":
+        assert 1 <= best.partitions <= partitions and 1 <= oxide.partitions <= partitions
+    else:  # hits: [a a a a] [b b c c] (cut only between searches); materials: 3 + 3 + 2
+        assert (best.partitions, oxide.partitions) == (2, 3)
     assert oxide.excluded == {"no_formation_energy": 1, "no_elements": 1}
     assert best.parquet_path == tmp_path / "best_hits.parquet"
     _check_published(db, "query_best_hits", best.parquet_path, _expected_hits_docs(a, b, c, "run-1"))
