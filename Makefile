@@ -31,11 +31,15 @@ test: install
 
 # bench_load.py builds its corpora when missing (benchmarks/make_load_corpus.sh: 1x about a
 # minute, 10x about ten, 2 GB under $TMPDIR/sci-ingest-bench) and starts and stops its own
-# embedded server; the whole run takes about 30 minutes on 2 cores (--quick: one minute).
+# embedded server (about 30 minutes on 2 cores; --quick: one minute).  bench_analysis.py
+# builds the SCALE-3 corpus when missing (about 4 minutes), loads its 1x and 10x databases
+# (about 7 minutes) and measures every analysis stage and validate against a bare read of
+# the same fields, three rounds at each scale, then the whole commands (about 25 minutes).
 bench: install
 	$(BIN)/python benchmarks/bench_pasta.py
 	$(BIN)/python benchmarks/bench_json_layouts.py --mb 200
 	$(BIN)/python benchmarks/bench_load.py --build-10x
+	$(BIN)/python benchmarks/bench_analysis.py
 
 # Re-resolve the pins after editing requirements.in.
 lock:
