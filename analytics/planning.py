@@ -45,7 +45,7 @@ __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "ra
 
 READ_MODES = ("auto", "ranges", "stream")
 #: Rows (documents) per streamed chunk: the unit of work and of memory.
-DEFAULT_CHUNK_ROWS = 10_000
+DEFAULT_CHUNK_ROWS = 5_000
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
 

@@ -11,7 +11,7 @@ For an :class:`analytics.registry.Analysis` the runner
 2. reads the ranges on the Dask workers with the projection and types derived
    from the declared columns, shuffling on the group key when the partition
    key is another field -- or reads the stream in the driver and hands each
-   raw chunk to a worker as it arrives (at most two per thread in flight), which
+   raw chunk to a worker as it arrives (at most four per thread in flight), which
    decodes it;
 3. applies the declared per-partition function to each partition or chunk,
    counting the rows read, then the declared combine once;
@@ -117,12 +117,12 @@ def _threads(client) -> int:
 
 
 def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object]]:
-    """Hand each chunk of the stream to a worker as it arrives; at most two chunks per thread in flight."""
+    """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     from collections import deque
 
     from analytics.streaming import read_chunks
 
-    window = 2 * _threads(client)
+    window = 4 * _threads(client)
     running: deque = deque()
     done = []
     for count, raw in read_chunks(stream):

@@ -37,7 +37,7 @@ class StreamSpec:
     columns: tuple[Column, ...] = field(default=())
     sort_path: str | None = None
     group_key: str | None = None
-    chunk_rows: int = 10_000
+    chunk_rows: int = 5_000
 
     def describe(self) -> str:
         order = f", sorted on {self.sort_path}" if self.sort_path else ""
