@@ -83,12 +83,15 @@ class GreatExpectations:
         self.context = gx.get_context(mode="ephemeral", project_config=config)
         self.source = self.context.data_sources.add_pandas(name=f"sci_ingest_{uuid.uuid4().hex[:8]}")
 
-    def build_suite(self, spec: SuiteSpec):
+    def build_suite(self, spec: SuiteSpec, only: set[int] | None = None):
+        """The GX suite of ``spec`` (or of its expectations numbered in ``only``)."""
         from great_expectations.exceptions import GreatExpectationsError
         from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
         expectations = []
         for i, exp in enumerate(spec.all_expectations()):
+            if only is not None and i not in only:
+                continue
             try:
                 config = ExpectationConfiguration(
                     type=exp["type"], kwargs=copy.deepcopy(exp["kwargs"]),
@@ -101,29 +104,41 @@ class GreatExpectations:
         return self.gx.ExpectationSuite(name=spec.name, expectations=expectations)
 
     def validate(self, spec: SuiteSpec, frame, sample_size: int = DEFAULT_SAMPLE_SIZE):
-        """(statistics dict, per-expectation result dicts) for ``frame``."""
+        """(statistics dict, per-expectation result dicts) for ``frame``.
+
+        Two passes, so that a clean table pays for counts only: every expectation
+        with GX's ``BASIC`` result format (counts and offending values), then the
+        ones that found offending rows again with ``SUMMARY`` and ``_id`` as the
+        index column, for the ``_id`` of each offending row (``sample_rows``).
+        ``SUMMARY`` costs about twice ``BASIC`` on 25,000 rows of ``hits``.
+        """
         from great_expectations.exceptions import GreatExpectationsError
 
-        suite = self.build_suite(spec)
-        result_format: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": sample_size}
-        if "_id" in frame.columns:
-            result_format["unexpected_index_column_names"] = ["_id"]
+        expectations = spec.all_expectations()
+        results: list[dict | None] = [None] * len(expectations)
         try:
             asset = self.source.add_dataframe_asset(name=f"{spec.name}_{uuid.uuid4().hex[:8]}")
-            batch_definition = asset.add_batch_definition_whole_dataframe("whole")
-            batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
-            outcome = batch.validate(suite, result_format=result_format)
+            batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(
+                batch_parameters={"dataframe": frame})
+            basic = {"result_format": "BASIC", "partial_unexpected_count": sample_size}
+            for r in batch.validate(self.build_suite(spec), result_format=basic).results:
+                index = r.expectation_config.meta.get("sci_ingest_index")
+                results[index] = _result_dict(expectations[index], r, sample_size)
+            again = {i for i, r in enumerate(results) if r is not None and r.get("unexpected_count")}
+            if again and "_id" in frame.columns:
+                summary = {"result_format": "SUMMARY", "partial_unexpected_count": sample_size,
+                           "unexpected_index_column_names": ["_id"]}
+                for r in batch.validate(self.build_suite(spec, again), result_format=summary).results:
+                    index = r.expectation_config.meta.get("sci_ingest_index")
+                    results[index] = _result_dict(expectations[index], r, sample_size)
         except GreatExpectationsError as exc:
             raise AnalysisError(f"Great Expectations could not validate suite {spec.name}: {exc}") from exc
-        expectations = spec.all_expectations()
-        results = [None] * len(expectations)
-        for r in outcome.results:
-            index = r.expectation_config.meta.get("sci_ingest_index")
-            results[index] = _result_dict(expectations[index], r, sample_size)
         missing = [expectations[i]["type"] for i, r in enumerate(results) if r is None]
         if missing:
             raise AnalysisError(f"suite {spec.name}: Great Expectations returned no result for {missing}")
-        return dict(outcome.statistics), results
+        successful = sum(1 for r in results if r["success"])
+        return {"evaluated_expectations": len(results), "successful_expectations": successful,
+                "unsuccessful_expectations": len(results) - successful}, results
 
 
 def _result_dict(exp: dict, r, sample_size: int) -> dict:
