@@ -106,7 +106,7 @@ def default_timeout_ms(uri: str) -> int:
 
 def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_POOL_SIZE,
            write_concern: dict | None = None, retry_writes: bool | None = None,
-           socket_timeout_ms: int | None = None) -> pymongo.MongoClient:
+           socket_timeout_ms: int | None = None, **options) -> pymongo.MongoClient:
     """A client for ``uri`` (not yet contacted: pymongo connects on first use).
 
     ``write_concern`` is e.g. ``{"w": "majority", "j": True}``; by default the
@@ -118,14 +118,15 @@ def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_
     any one reply (default: none), for callers whose every operation is short:
     a reply that never comes then becomes a retried timeout instead of a hang.
     A malformed URI raises :class:`ConfigError`.  The URI's secrets are remembered
-    first, so no message about it can show them (:mod:`ingest.secrets`).
+    first, so no message about it can show them (:mod:`ingest.secrets`).  Any other
+    keyword is a ``MongoClient`` option (e.g. ``serverMonitoringMode``).
     """
     remember(str(uri))
     if timeout_ms is None:
         timeout_ms = default_timeout_ms(uri)
     try:
-        return pymongo.MongoClient(uri, **_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
-                                                    socket_timeout_ms))
+        return pymongo.MongoClient(uri, **{**_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
+                                                       socket_timeout_ms), **options})
     except (ConfigurationError, ValueError, TypeError) as exc:
         raise ConfigError(f"bad MongoDB URI {redact(str(uri))!r}: {exc}") from exc
 
