@@ -232,6 +232,9 @@ def cmd_server(args) -> int:
         state = start_background(settings.state_dir, port=args.port, auth=args.auth)
         verb = "already running" if state["already_running"] else "started"
         print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
+        if state.get("was_idle_s"):
+            print(f"it was the per-home server of a command (stopping after {state['was_idle_s']:g} s idle); "
+                  "it now runs until `sci-ingest server stop`")
         if state.get("auth"):
             print(f"authentication on: commands of this home log in as the user in "
                   f"{credentials_path(settings.state_dir)} (readable by you only); "
@@ -268,7 +271,18 @@ def cmd_server(args) -> int:
         finally:
             client.close()
         print(f"running: pid {state['pid']}, {state['uri']}, {info.label()}")
+        print(_server_kind(state))
     return 0
+
+
+def _server_kind(state: dict) -> str:
+    """What kind of server the record names: per-home (its idle timeout), or kept until `server stop`."""
+    keeper = (state.get("keeper") or {}).get("pid")
+    if state.get("idle_s"):
+        return (f"per-home server (kept by pid {keeper}): stops after {state['idle_s']:g} s without a client "
+                "(SCI_INGEST_SERVER_IDLE), or at `sci-ingest server stop`")
+    owner = f"kept by pid {keeper}, " if keeper else ""
+    return f"long-lived server ({owner}started or adopted by `sci-ingest server start`): runs until `sci-ingest server stop`"
 
 
 def _add_user(args, settings) -> int:
@@ -435,7 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
             "examples:\n  sci-ingest server start\n  sci-ingest server start --auth\n"
-            "  sci-ingest server add-user alice --read-only\n  sci-ingest server status\n  sci-ingest server stop\n",
+            "  sci-ingest server add-user alice --read-only\n  sci-ingest server status\n  sci-ingest server stop\n"
+            "\na command without a URI starts the home's server if none runs and leaves it running for the\n"
+            "next commands until $SCI_INGEST_SERVER_IDLE seconds (default 600) pass without a client\n"
+            "(0: a private server per command); `server start` keeps it running until `server stop`,\n"
+            "which stops either\n",
             parents=(), exit_codes="\nexit codes:\n  0  done (status: the shared server runs and answers)\n"
             "  1  error (status: a server process holds the data but does not answer, or is another\n"
             "     command's private server)\n  3  status: no server runs\n")

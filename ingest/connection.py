@@ -1,8 +1,10 @@
-"""Where the run's MongoDB is: a URI, a long-lived embedded server, or a private one.
+"""Where the run's MongoDB is: a URI, or the home's embedded server.
 
 :func:`database` yields a :class:`Connection` to the configured MongoDB, or to
-the embedded SecantusDB server (the long-lived one ``sci-ingest server start``
-left running, else a private one started for the block and stopped after it).
+the embedded SecantusDB server of the home: the one running (left by ``sci-ingest
+server start`` or by an earlier command), else a per-home server started for the
+next commands too (:mod:`ingest.keeper`), else, with ``SCI_INGEST_SERVER_IDLE=0``,
+a private one started for the block and stopped after it.
 :func:`prepare` creates the indexes every step relies on and notes what the
 server lacks.
 """
@@ -10,7 +12,7 @@ server lacks.
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -32,39 +34,51 @@ class Connection:
     client: object
     db: object
     info: ServerInfo
-    embedded: str | None  # None | "private" | "shared"
-    server_pid: int | None = None  # the private server's process (nothing restarts it once it is gone)
+    embedded: str | None  # None | "private" | "per-home" | "shared"
+    server_pid: int | None = None  # the embedded server's process when nothing restarts it once it is gone
 
 
 @contextmanager
 def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> Iterator[Connection]:
     """Connect to the configured MongoDB, or to the embedded server (started if needed)."""
-    server = None
-    embedded = None
-    uri = settings.mongo_uri
-    if not uri:
-        from ingest.access import load_credentials, with_credentials
-        from ingest.server import EmbeddedServer, running_server
+    with ExitStack() as stack:
+        uri, embedded, server_pid = settings.mongo_uri, None, None
+        if not uri:
+            uri, embedded, server_pid = _embedded(settings, stack, log)
+        client = None
+        try:
+            client = connect(uri)
+            info = describe(client)
+            yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded,
+                             server_pid=server_pid)
+        finally:
+            if client is not None:
+                close_client(client)
 
-        creds = load_credentials(settings.state_dir)  # the home has authentication on
-        shared = running_server(settings.state_dir)
-        if shared:
-            uri, embedded = with_credentials(shared["uri"], creds), "shared"
-        else:
-            server = EmbeddedServer(settings.db_dir, auth=creds is not None)
-            log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
-            uri, embedded = with_credentials(server.start(), creds), "private"
-    client = None
-    try:
-        client = connect(uri)
-        info = describe(client)
-        yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded,
-                         server_pid=server.process.pid if server is not None and server.process else None)
-    finally:
-        if client is not None:
-            close_client(client)
-        if server is not None:
-            server.stop()
+
+def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) -> tuple[str, str, int | None]:
+    """(URI, kind, the server's pid when nothing restarts it) of the home's embedded server: the one
+    running (``sci-ingest server start``'s, or the per-home server an earlier command started), else
+    a new per-home server (:mod:`ingest.keeper`), else (``SCI_INGEST_SERVER_IDLE=0``) a private one,
+    stopped when ``stack`` closes."""
+    from ingest import keeper
+    from ingest.access import load_credentials, with_credentials
+    from ingest.server import EmbeddedServer, running_server
+
+    creds = load_credentials(settings.state_dir)  # the home has authentication on
+    idle_s = keeper.idle_timeout()
+    stack.enter_context(keeper.using(settings.state_dir))  # a per-home server does not stop under this command
+    state = running_server(settings.state_dir)
+    if state is None and idle_s > 0:
+        state = keeper.start(settings.state_dir, idle_s, log)
+    if state is not None:
+        kind = "per-home" if state.get("idle_s") else "shared"
+        return with_credentials(state["uri"], creds), kind, state["pid"] if state.get("keeper") else None
+    server = EmbeddedServer(settings.db_dir, auth=creds is not None)
+    log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
+    uri = with_credentials(server.start(), creds)
+    stack.callback(server.stop)
+    return uri, "private", server.process.pid
 
 
 def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:

@@ -4,14 +4,18 @@ SecantusDB speaks the MongoDB wire protocol over WiredTiger.  It is started
 only through its command line (``secantusd-py``); nothing in sci-ingest imports
 it.  Everything else talks to it through pymongo, exactly as to a real MongoDB.
 
-Two ways to use it:
+Three ways to use it:
 
 * :class:`EmbeddedServer` as a context manager: a private server for one run
-  (``sci-ingest run`` without a URI) or one test session, stopped at exit.
-* ``sci-ingest server start|stop|status``: a long-lived server whose pid and
-  URI are kept in ``<state>/server.json`` so other processes (Airflow tasks,
-  a second ``sci-ingest`` call) find and share it.  WiredTiger locks its data
-  directory, so two servers can never open the same one.
+  (a command when ``SCI_INGEST_SERVER_IDLE=0``) or one test session, stopped at exit.
+* the per-home server a command starts when none runs (:mod:`ingest.keeper`):
+  kept by a small process that stops it after an idle timeout.
+* ``sci-ingest server start|stop|status``: a long-lived server.
+
+The last two are recorded in ``<state>/server.json`` (pid, start time, URI) so
+other processes (Airflow tasks, the next ``sci-ingest`` call) find and share
+them.  WiredTiger locks its data directory, so two servers can never open the
+same one.
 """
 
 from __future__ import annotations
@@ -317,23 +321,54 @@ def _recorded(state_dir: Path) -> dict | None:
     return state if isinstance(state, dict) else None
 
 
-def _same_process(state: dict):
-    """The psutil.Process of the recorded server if that very process still runs (same pid, start
-    time and data directory: a reused pid is another process), else None."""
+def _verified(pid, started, accept):
+    """The psutil.Process ``pid`` if that very process still runs: not a zombie, started at
+    ``started`` (a reused pid is another process) and ``accept(cmdline)`` true; else None."""
     import psutil
 
     try:
-        proc = psutil.Process(int(state.get("pid", 0)))
+        proc = psutil.Process(int(pid or 0))
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
-        if "started" in state and abs(proc.create_time() - float(state["started"])) > 1.0:
+        if started is not None and abs(proc.create_time() - float(started)) > 1.0:
             return None
         cmd = proc.cmdline()
     except (psutil.Error, ValueError, TypeError):
         return None
-    if not any(EXECUTABLE in part for part in cmd[:2]) or str(state.get("data_dir")) not in cmd:
+    return proc if accept(cmd) else None
+
+
+def _same_process(state: dict):
+    """The psutil.Process of the recorded server if that very process still runs (same pid, start
+    time and data directory), else None."""
+    return _verified(state.get("pid"), state.get("started"),
+                     lambda cmd: any(EXECUTABLE in part for part in cmd[:2]) and str(state.get("data_dir")) in cmd)
+
+
+def _same_keeper(state: dict):
+    """The psutil.Process of the recorded server's keeper (:mod:`ingest.keeper`) if it still runs."""
+    keeper = state.get("keeper")
+    if not isinstance(keeper, dict):
         return None
-    return proc
+    home = str(Path(str(state.get("data_dir"))).parent)
+    return _verified(keeper.get("pid"), keeper.get("started"), lambda cmd: "ingest.keeper" in cmd and home in cmd)
+
+
+def server_record(server: EmbeddedServer, **extra) -> dict:
+    """What ``<state>/server.json`` says of a running server (``extra``: the keeper, its idle timeout)."""
+    import psutil
+
+    return {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
+            "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time(),
+            "auth": server.auth, **extra}
+
+
+def write_record(state_dir: Path, state: dict) -> None:
+    """Write the server's record at once (readers never see half of it), readable by its owner only."""
+    path = _state_file(state_dir)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    _private_file(partial, json.dumps(state, indent=2))
+    os.replace(partial, path)
 
 
 def server_state(state_dir: Path) -> tuple[str, dict | None]:
@@ -375,27 +410,31 @@ def start_background(state_dir: Path, port: int | None = None, auth: bool = Fals
 
     ``auth``: turn SCRAM authentication on for this home (for good, see
     :mod:`ingest.access`); a home whose credentials exist always runs with it.
+    The per-home server of a command (:mod:`ingest.keeper`), if one runs, is kept
+    from then on: its idle timeout is dropped ("was_idle_s" says it had one).
     """
     from ingest.access import enable_auth, load_credentials
+    from ingest.keeper import starting, using
 
-    state = running_server(state_dir)
-    if state:
-        if auth and not state.get("auth"):
-            raise ServerError("the shared server runs without authentication: `sci-ingest server stop`, "
-                              "then `sci-ingest server start --auth`")
-        return {**state, "already_running": True}
-    _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
-    data_dir = Path(state_dir) / "db"
-    if auth:
-        enable_auth(state_dir, data_dir)
-    server = EmbeddedServer(data_dir, port=port, auth=load_credentials(state_dir) is not None)
-    server.start(detach=True)
-    import psutil
-
-    state = {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
-             "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time(),
-             "auth": server.auth}
-    _private_file(_state_file(state_dir), json.dumps(state, indent=2))
+    with using(state_dir), starting(state_dir):
+        state = running_server(state_dir)
+        if state:
+            if auth and not state.get("auth"):
+                raise ServerError("the shared server runs without authentication: `sci-ingest server stop`, "
+                                  "then `sci-ingest server start --auth`")
+            idle_s = state.get("idle_s")
+            if idle_s:  # its keeper reads the record every second
+                state = {**state, "idle_s": None}
+                write_record(state_dir, state)
+            return {**state, "already_running": True, "was_idle_s": idle_s}
+        _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
+        data_dir = Path(state_dir) / "db"
+        if auth:
+            enable_auth(state_dir, data_dir)
+        server = EmbeddedServer(data_dir, port=port, auth=load_credentials(state_dir) is not None)
+        server.start(detach=True)
+        state = server_record(server)
+        write_record(state_dir, state)
     return {**state, "already_running": False}
 
 
@@ -407,21 +446,24 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
-    """Stop the long-lived server: "stopped", "dead" (its record named a process that is gone;
-    the record is removed) or "absent".  Only the very process that was started is signalled."""
-    state = _recorded(state_dir)
-    if state is None:
-        return "absent"
-    proc = _same_process(state)
-    if proc is None:
-        _state_file(state_dir).unlink(missing_ok=True)
-        return "dead"
+def _resume(proc) -> None:
+    """SIGCONT ``proc`` (a psutil.Process) if it is stopped (SIGSTOP): it cannot act on SIGTERM before."""
     import psutil
 
     try:
-        proc.send_signal(signal.SIGCONT)  # a stopped server cannot act on SIGTERM
-        terminate(proc.pid)  # WiredTiger checkpoints and closes
+        if proc.status() in (psutil.STATUS_STOPPED, "tracing-stop"):
+            proc.resume()
+    except psutil.Error:
+        pass
+
+
+def _end(proc, timeout: float) -> None:
+    """SIGTERM ``proc`` (a psutil.Process), SIGKILL after ``timeout`` s."""
+    import psutil
+
+    try:
+        if proc.is_running():  # the very process (psutil checks its start time)
+            terminate(proc.pid)
         try:
             proc.wait(timeout)
         except psutil.TimeoutExpired:
@@ -430,5 +472,29 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
     except (psutil.NoSuchProcess, ProcessLookupError):
         pass
     _reap(proc.pid)
-    _state_file(state_dir).unlink(missing_ok=True)
+
+
+def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
+    """Stop the home's server, long-lived or per-home: "stopped", "dead" (its record named a process
+    that is gone; the record is removed) or "absent".  Only the very processes that were started
+    are signalled: a per-home server's keeper, which stops its server (WiredTiger checkpoints and
+    closes), and the server itself."""
+    from ingest.keeper import starting
+
+    if _recorded(state_dir) is None:
+        return "absent"
+    with starting(state_dir):  # no command starts a new server meanwhile
+        state = _recorded(state_dir)
+        if state is None:
+            return "absent"
+        keeper, server = _same_keeper(state), _same_process(state)
+        if keeper is None and server is None:
+            _state_file(state_dir).unlink(missing_ok=True)
+            return "dead"
+        live = [proc for proc in (keeper, server) if proc is not None]
+        for proc in live:
+            _resume(proc)
+        for proc in live:  # the keeper first: it stops its server itself
+            _end(proc, timeout)
+        _state_file(state_dir).unlink(missing_ok=True)
     return "stopped"

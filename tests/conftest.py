@@ -2,6 +2,10 @@
 
 By default a private SecantusDB server is started for the session.  Set
 ``SCI_INGEST_TEST_URI`` to run the suite against a real MongoDB instead.
+
+Commands the tests run without a URI get a private server each, stopped at their
+end (``SCI_INGEST_SERVER_IDLE=0``), so no per-home server outlives a test's
+temporary home; ``tests/test_server_keeper.py`` tests the per-home server.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import pymongo
 import pytest
 
 from ingest.server import EmbeddedServer
+
+os.environ["SCI_INGEST_SERVER_IDLE"] = "0"  # inherited by every command a test runs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_MATERIALS = REPO_ROOT.parent / "shared" / "data" / "materials"

@@ -1,4 +1,8 @@
-"""The embedded server's lifecycle as an operator meets it: the CLI as a subprocess, real processes."""
+"""The embedded server's lifecycle as an operator meets it: the CLI as a subprocess, real processes.
+
+These run with ``SCI_INGEST_SERVER_IDLE=0`` (conftest): each command's private server.
+The per-home server that outlives its command is tested in test_server_keeper.py.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +23,14 @@ BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
-def _env(home: Path) -> dict:
-    env = {**os.environ, "SCI_INGEST_HOME": str(home), "MONGODB_URI": ""}
+def _env(home: Path, idle: str = "0") -> dict:
+    env = {**os.environ, "SCI_INGEST_HOME": str(home), "MONGODB_URI": "", "SCI_INGEST_SERVER_IDLE": idle}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     return env
 
 
-def _cli(home: Path, *args, timeout: float = 300):
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=_env(home), timeout=timeout)
+def _cli(home: Path, *args, timeout: float = 300, idle: str = "0"):
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=_env(home, idle), timeout=timeout)
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -39,25 +43,34 @@ def _wait(predicate, timeout: float, what: str):
     raise AssertionError(f"{what} within {timeout:.0f} s")
 
 
-def test_kill_9_of_a_load_leaves_no_server_and_the_next_command_works(tmp_path):
+@pytest.mark.parametrize("idle", ["0", "600"], ids=["private", "per-home"])
+def test_kill_9_of_a_load_and_the_next_command(tmp_path, idle):
+    """A private server dies with its command killed by SIGKILL; the per-home server goes on
+    serving the next command.  Either way the next load completes."""
     home = tmp_path / "home"
-    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)], env=_env(home),
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)], env=_env(home, idle),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
+        server = _wait(lambda: holder(home / "db"), 60, "the server did not start")
         time.sleep(1.0)  # into the load
         proc.kill()
         proc.wait(10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    _wait(lambda: not psutil.pid_exists(server["pid"]) or
-          psutil.Process(server["pid"]).status() == psutil.STATUS_ZOMBIE, 30,
-          "the private server outlived the command killed with SIGKILL")
-    assert holder(home / "db") is None
-    again = _cli(home, "load", "--workers", "1", "--json", "-q", str(SAMPLES))
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads(again.stdout)["files"]["files_failed"] == 0
+    try:
+        if idle == "0":
+            _wait(lambda: not psutil.pid_exists(server["pid"]) or
+                  psutil.Process(server["pid"]).status() == psutil.STATUS_ZOMBIE, 30,
+                  "the private server outlived the command killed with SIGKILL")
+            assert holder(home / "db") is None
+        again = _cli(home, "load", "--workers", "1", "--json", "-q", str(SAMPLES), idle=idle)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert json.loads(again.stdout)["files"]["files_failed"] == 0
+        if idle != "0":
+            assert "starting the embedded" not in again.stderr and holder(home / "db")["pid"] == server["pid"]
+    finally:
+        _cli(home, "server", "stop")
 
 
 def test_server_stop_never_signals_a_process_it_did_not_start(tmp_path):
@@ -147,9 +160,11 @@ def test_the_server_ignores_config_files_and_keeps_its_files_private(tmp_path):
         subprocess.run([str(BIN), "server", "stop"], capture_output=True, env=_env(home), timeout=60)
 
 
-def test_a_private_server_that_dies_mid_load_is_reported_within_seconds(tmp_path):
+@pytest.mark.parametrize("idle", ["0", "600"], ids=["private", "per-home"])
+def test_an_embedded_server_that_dies_mid_load_is_reported_within_seconds(tmp_path, idle):
     """Not three selection timeouts and a timing error: one line naming the failed write, exit 1,
-    and a summary that does not claim every file was accounted for."""
+    and a summary that does not claim every file was accounted for.  The per-home server's keeper
+    exits with it and removes its record."""
     import pymongo
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -158,10 +173,10 @@ def test_a_private_server_that_dies_mid_load_is_reported_within_seconds(tmp_path
     corpus = tmp_path / "corpus"
     load_corpus.build(corpus)
     home = tmp_path / "home"
-    proc = subprocess.Popen([str(BIN), "load", "--workers", "2", "--db", "dies", str(corpus)], env=_env(home),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "2", "--db", "dies", str(corpus)],
+                            env=_env(home, idle), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
+        server = _wait(lambda: holder(home / "db"), 60, "the server did not start")
         watcher = pymongo.MongoClient(f"mongodb://127.0.0.1:{server['port']}/?directConnection=true")
         _wait(lambda: watcher.dies.ingest_files.count_documents({"status": "loaded"}) >= 20, 120,
               "the load did not get going")
@@ -177,6 +192,7 @@ def test_a_private_server_that_dies_mid_load_is_reported_within_seconds(tmp_path
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "has exited" in errors[0] and "Traceback" not in err, err[-2000:]
     assert "not reached (the run stopped)" in out and "timing" not in errors[0]
+    _wait(lambda: not (home / "server.json").exists(), 15, "the dead server's record outlived it")
 
 
 def test_sigterm_of_a_load_stops_like_ctrl_c_and_stops_its_server(tmp_path):
