@@ -201,6 +201,8 @@ def test_sigterm_of_a_load_stops_like_ctrl_c_and_stops_its_server(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     import load_corpus
 
+    import pymongo
+
     corpus = tmp_path / "corpus"
     load_corpus.build(corpus)
     home = tmp_path / "home"
@@ -208,7 +210,9 @@ def test_sigterm_of_a_load_stops_like_ctrl_c_and_stops_its_server(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         server = _wait(lambda: holder(home / "db"), 60, "the private server did not start")
-        time.sleep(3)
+        watcher = pymongo.MongoClient(f"mongodb://127.0.0.1:{server['port']}/?directConnection=true")
+        _wait(lambda: watcher.sci_ingest.ingest_files.count_documents({"status": "loaded"}) >= 5, 120,
+              "the load did not get going")  # not a fixed sleep: a busy machine starts Dask slower
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
     finally:
