@@ -78,6 +78,10 @@ _CANNOT_CREATE_INDEX = 67
 
 
 # ------------------------------------------------------------------ clients
+#: How long a connection attempt, and the monitor's heartbeat, may wait (a URI's connectTimeoutMS wins).
+HEARTBEAT_TIMEOUT_MS = 60_000
+
+
 def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None,
               retry_writes: bool | None, socket_timeout_ms: int | None) -> dict:
     """Client keyword options, leaving out every option the URI already sets."""
@@ -85,7 +89,11 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
     options = {
         "appname": APP_NAME,
         "serverSelectionTimeoutMS": timeout_ms,
-        "connectTimeoutMS": min(timeout_ms, 20_000),
+        # Also the monitor's wait for a heartbeat: a server that does not answer one in time is
+        # marked unknown and the driver cancels every operation in flight on it.  The embedded
+        # server answers nothing for up to 7 s while it sorts 600,000 documents, so this is not
+        # the short server-selection timeout (a dead local server refuses connections at once).
+        "connectTimeoutMS": HEARTBEAT_TIMEOUT_MS,
         "maxPoolSize": max_pool_size,
     }
     if retry_writes is not None:
@@ -182,7 +190,7 @@ def close_client(mongo: pymongo.MongoClient) -> None:
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
     """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
     try:
-        probe = client(uri, timeout_ms=timeout_ms, max_pool_size=1)
+        probe = client(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
     except ConfigError:
         return None
     try:

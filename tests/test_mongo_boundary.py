@@ -70,6 +70,12 @@ def test_uri_options_win_over_the_defaults():
     built = client("mongodb://127.0.0.1:1/", write_concern={"w": 2, "j": True})
     assert built.options.pool_options.max_pool_size == 16
     assert built.write_concern.document == {"w": 2, "j": True}
+    # fail fast on a server that is not there, but let a busy one take its time to answer the
+    # heartbeat: a late heartbeat cancels every read in flight (the embedded server answered
+    # nothing for 7.4 s while it sorted 600,000 hits, and a 3 s wait cancelled the analysis)
+    assert built.options.server_selection_timeout == 3.0
+    assert built.options.pool_options.connect_timeout == 60.0
+    assert client("mongodb://127.0.0.1:1/?connectTimeoutMS=5000").options.pool_options.connect_timeout == 5.0
 
 
 def test_driver_errors_become_project_errors_with_the_cause_kept(mongo_uri, db):
