@@ -81,7 +81,6 @@ class GreatExpectations:
             progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
         )
         self.context = gx.get_context(mode="ephemeral", project_config=config)
-        self.source = self.context.data_sources.add_pandas(name=f"sci_ingest_{uuid.uuid4().hex[:8]}")
 
     def build_suite(self, spec: SuiteSpec, only: set[int] | None = None):
         """The GX suite of ``spec`` (or of its expectations numbered in ``only``)."""
@@ -116,8 +115,12 @@ class GreatExpectations:
 
         expectations = spec.all_expectations()
         results: list[dict | None] = [None] * len(expectations)
+        # A data source of its own for each frame, deleted after: a data source's execution
+        # engine keeps the data of every batch it was given (14 MB a chunk of hits, for good).
+        source_name = f"sci_ingest_{uuid.uuid4().hex[:12]}"
         try:
-            asset = self.source.add_dataframe_asset(name=f"{spec.name}_{uuid.uuid4().hex[:8]}")
+            source = self.context.data_sources.add_pandas(name=source_name)
+            asset = source.add_dataframe_asset(name=spec.name)
             batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(
                 batch_parameters={"dataframe": frame})
             basic = {"result_format": "BASIC", "partial_unexpected_count": sample_size}
@@ -133,6 +136,9 @@ class GreatExpectations:
                     results[index] = _result_dict(expectations[index], r, sample_size)
         except GreatExpectationsError as exc:
             raise AnalysisError(f"Great Expectations could not validate suite {spec.name}: {exc}") from exc
+        finally:
+            if source_name in self.context.data_sources.all():
+                self.context.data_sources.delete(source_name)
         missing = [expectations[i]["type"] for i, r in enumerate(results) if r is None]
         if missing:
             raise AnalysisError(f"suite {spec.name}: Great Expectations returned no result for {missing}")
