@@ -17,7 +17,7 @@ from typing import Iterator
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["dask_client", "warm_up", "WORKER_CONFIG"]
+__all__ = ["dask_client", "warm_up", "thread_count", "WORKER_CONFIG"]
 
 #: Dask configuration every worker of a private cluster runs with, restarted ones included.
 WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}}}
@@ -77,6 +77,11 @@ def dask_client(scheduler_address: str | None = None,
             client.close()
     finally:
         cluster.close()
+
+
+def thread_count(client) -> int:
+    """How many tasks the cluster behind ``client`` runs at once (at least 1)."""
+    return max(1, sum(client.nthreads().values()))
 
 
 def warm_up(client, purpose: str = "analyze") -> int:

@@ -38,14 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from analytics.schema import Column, Schema
+from analytics.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
 from ingest.errors import ConfigError
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "range_filter", "READ_MODES",
            "DEFAULT_CHUNK_ROWS"]
 
 READ_MODES = ("auto", "ranges", "stream")
-#: Rows (documents) per streamed chunk: the unit of work and of memory.
-DEFAULT_CHUNK_ROWS = 5_000
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from analytics.cluster import dask_client
+from analytics.cluster import dask_client, thread_count
 from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 
@@ -112,17 +112,13 @@ def _apply_chunk(function, columns, raw: bytes) -> tuple[int, object]:
     return _apply(function, chunk_frame(columns, raw))
 
 
-def _threads(client) -> int:
-    return max(1, sum(client.nthreads().values()))
-
-
 def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object]]:
     """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     from collections import deque
 
     from analytics.streaming import read_chunks
 
-    window = 4 * _threads(client)
+    window = 4 * thread_count(client)
     running: deque = deque()
     done = []
     for count, raw in read_chunks(stream):
@@ -146,7 +142,7 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
                       query=analysis.filter or None, group_key=analysis.group_key, partitions=n,
-                      threads=_threads(client), mode=mode)
+                      threads=thread_count(client), mode=mode)
     log.info("analysis %s reads %s: %s", analysis.name, plan.mode, plan.reason)
     if plan.mode == "stream":
         if plan.stream.sort_path and plan.stream.sort_path != key:

@@ -22,8 +22,9 @@ from analytics.schema import Column, Schema, get_path
 
 __all__ = ["StreamSpec", "read_chunks", "chunk_frame"]
 
-#: Documents per server round trip.
+#: Documents per server round trip, and per chunk unless a spec says otherwise.
 BATCH_SIZE = 5_000
+DEFAULT_CHUNK_ROWS = 5_000
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class StreamSpec:
     columns: tuple[Column, ...] = field(default=())
     sort_path: str | None = None
     group_key: str | None = None
-    chunk_rows: int = 5_000
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
 
     def describe(self) -> str:
         order = f", sorted on {self.sort_path}" if self.sort_path else ""

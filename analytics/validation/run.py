@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from analytics.cluster import thread_count
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -136,7 +137,7 @@ def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: in
     from ingest.mongo import db_errors
 
     serial = client is None or max_rows is not None
-    window = 2 * max(1, sum(client.nthreads().values())) if not serial else 0
+    window = 2 * thread_count(client) if not serial else 0
     running: deque = deque()
     suites: list[_Suite] = []
     limit = max_rows + 1 if max_rows is not None else 0
