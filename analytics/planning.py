@@ -14,8 +14,9 @@ Two ways of reading a source, chosen per analysis by :func:`plan_reads`:
 ``stream``
     One query, read once in the driver as a stream and cut client-side into
     bounded chunks, each handed to a Dask worker as it arrives
-    (:mod:`analytics.streaming`).  Sorted on the group key when the analysis
-    has one, so chunks are cut between groups.  This is what a server gets that
+    (:mod:`analytics.streaming`).  Chunks are cut where the group key changes;
+    the stream is sorted on it only when the analysis cannot mend a group
+    split between chunks (``sort_groups``).  This is what a server gets that
     answers ``$sample`` with a collection scan -- SecantusDB materialises the
     whole collection for a ``$sample``, a ``count`` or a sorted ``limit(1)``,
     so any split-point planning would cost a full read before the read -- or
@@ -73,11 +74,16 @@ class ReadPlan:
     stream: Any = None  # StreamSpec, for "stream"
     seconds: float = 0.0
     documents: int | None = None  # the server's estimate, when it was asked (ranges only)
+    split_groups: int | None = None  # groups an unsorted stream split between chunks, re-read whole
 
     def describe(self) -> dict:
         parts = len(self.specs) if self.mode == "ranges" else None
-        return {"mode": self.mode, "reason": self.reason, "partitions": parts,
-                "planning_s": round(self.seconds, 4)}
+        described = {"mode": self.mode, "reason": self.reason, "partitions": parts,
+                     "planning_s": round(self.seconds, 4)}
+        if self.stream is not None and self.stream.group_path:
+            described["groups"] = "sorted" if self.stream.sorted else "mended"
+            described["split_groups"] = self.split_groups
+        return described
 
 
 def _plan_facts(explain: Any, stages: set[str], flags: dict[str, bool]) -> None:
@@ -153,13 +159,16 @@ def plan_reads(
     threads: int = 1,
     mode: str | None = None,
     chunk_rows: int | None = None,
+    sort_groups: bool = True,
 ) -> ReadPlan:
     """Decide how to read ``collection`` (see the module docstring) and plan it.
 
     ``key`` is the field ranges are cut on; ``group_key`` a declared column
     whose equal values must meet in one chunk (the stream is then sorted on its
-    path).  ``partitions`` fixes the number of key ranges; by default it follows
-    the server's document estimate and ``threads``.
+    path unless ``sort_groups`` is false: then chunks are still cut where the
+    group changes, but a group whose documents are not contiguous may reach
+    several chunks).  ``partitions`` fixes the number of key ranges; by default
+    it follows the server's document estimate and ``threads``.
     """
     from analytics.partitions import plan_partitions
     from analytics.streaming import StreamSpec
@@ -191,11 +200,11 @@ def plan_reads(
         plan.specs = plan_partitions(uri, db_name, collection, n, query=query or None, key=key,
                                      columns=schema.columns)
     else:
-        sort_path = None
+        group_path = None
         if group_key is not None:
-            sort_path = next(c.path for c in schema.columns if c.name == group_key)
+            group_path = next(c.path for c in schema.columns if c.name == group_key)
         plan.stream = StreamSpec(uri=uri, db_name=db_name, collection=collection, query=query or None,
-                                 columns=schema.columns, sort_path=sort_path, group_key=group_key,
-                                 chunk_rows=chunk_rows)
+                                 columns=schema.columns, group_key=group_key, group_path=group_path,
+                                 sorted=bool(group_path and sort_groups), chunk_rows=chunk_rows)
     plan.seconds = time.perf_counter() - started
     return plan

@@ -67,6 +67,17 @@ class Analysis:
         return Schema(self.columns)
 
     @property
+    def mends_groups(self) -> bool:
+        """Whether a group split between partitions can be mended after the fact.
+
+        True when the output has one row per group keyed by it (the default
+        combine, ``output_id == group_key``): the rows of a split group are
+        dropped and the group is read again whole.  The runner then streams the
+        source unsorted instead of paying for a server-side sort.
+        """
+        return self.group_key is not None and self.combine is None and self.output_id == self.group_key
+
+    @property
     def parquet_name(self) -> str:
         return f"{self.parquet or self.name}.parquet"
 

@@ -7,7 +7,10 @@ For an :class:`analytics.registry.Analysis` the runner
    ranges planned from the index's bounds and a ``$sample``
    (:mod:`analytics.partitions`; the number follows the server's document
    estimate and the Dask threads, :func:`default_partitions`, unless fixed),
-   or as one stream cut into chunks between groups (:mod:`analytics.streaming`);
+   or as one stream cut into chunks between groups (:mod:`analytics.streaming`),
+   sorted on the group key only when the analysis cannot mend a split group
+   (:attr:`analytics.registry.Analysis.mends_groups`: then groups that reached
+   several chunks are read again whole by an ``$in`` on their keys);
 2. reads the ranges on the Dask workers with the projection and types derived
    from the declared columns, shuffling on the group key when the partition
    key is another field -- or reads the stream in the driver and hands each
@@ -105,14 +108,16 @@ def _apply(function, frame) -> tuple[int, object]:
     return len(frame), function(frame)
 
 
-def _apply_chunk(function, columns, raw: bytes) -> tuple[int, object]:
-    """(rows, partial result) of one raw streamed chunk, decoded where it runs (a worker)."""
+def _apply_chunk(function, columns, raw: bytes, group_key: str | None = None) -> tuple[int, object, list]:
+    """(rows, partial result, the chunk's group keys) of one raw streamed chunk, decoded where it runs."""
     from analytics.streaming import chunk_frame
 
-    return _apply(function, chunk_frame(columns, raw))
+    frame = chunk_frame(columns, raw)
+    keys = frame[group_key].dropna().unique().tolist() if group_key else []
+    return len(frame), function(frame), keys
 
 
-def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object]]:
+def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object, list]]:
     """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     from collections import deque
 
@@ -121,14 +126,47 @@ def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object]]:
     window = 4 * thread_count(client)
     running: deque = deque()
     done = []
+    args = (analysis.partition, stream.columns)
     for count, raw in read_chunks(stream):
         if count < stream.chunk_rows and not running and not done:
-            return [_apply_chunk(analysis.partition, stream.columns, raw)]  # the only chunk: no round trip
-        running.append(client.submit(_apply_chunk, analysis.partition, stream.columns, raw, pure=False))
+            return [_apply_chunk(*args, raw, stream.group_key)]  # the only chunk: no round trip
+        running.append(client.submit(_apply_chunk, *args, raw, stream.group_key, pure=False))
         if len(running) >= window:  # chunks are alike: waiting for the oldest keeps the window full
             done.append(running.popleft().result())
     done.extend(future.result() for future in running)
     return done
+
+
+#: Split groups re-read per query (keeps the ``$in`` list far below the 16 MB command limit).
+MEND_BATCH = 10_000
+
+
+def _mend_groups(analysis: Analysis, client, stream, done: list) -> tuple[list, int]:
+    """(partials, groups mended): groups an unsorted stream split between chunks, re-read whole.
+
+    A group met in more than one chunk has a partial row in each; those rows
+    are dropped and the group's documents are read again with
+    ``{group: {$in: [...]}}`` (an index seek), sorted, so each arrives whole.
+    """
+    from collections import Counter
+    from dataclasses import replace
+
+    from analytics.planning import range_filter
+
+    seen = Counter(key for _, _, keys in done for key in keys)
+    split = sorted(key for key, chunks in seen.items() if chunks > 1)
+    partials = [partial for _, partial, _ in done]
+    if not split:
+        return partials, 0
+    log.info("analysis %s: %d %s group(s) reached more than one chunk; reading them again whole",
+             analysis.name, len(split), stream.group_key)
+    column = analysis.output_id
+    partials = [partial[~partial[column].isin(split)] for partial in partials]
+    for start in range(0, len(split), MEND_BATCH):
+        batch = split[start:start + MEND_BATCH]
+        again = replace(stream, sorted=True, query=range_filter(stream.query, stream.group_path, {"$in": batch}))
+        partials.extend(partial for _, partial, _ in _stream(analysis, client, again))
+    return partials, len(split)
 
 
 def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None):
@@ -142,13 +180,17 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
                       query=analysis.filter or None, group_key=analysis.group_key, partitions=n,
-                      threads=thread_count(client), mode=mode)
+                      threads=thread_count(client), mode=mode, sort_groups=not analysis.mends_groups)
     log.info("analysis %s reads %s: %s", analysis.name, plan.mode, plan.reason)
     if plan.mode == "stream":
-        if plan.stream.sort_path and plan.stream.sort_path != key:
-            _ensure_index(uri, db_name, analysis.source, plan.stream.sort_path)
-        done = _stream(analysis, client, plan.stream)
-        return [partial for _, partial in done], sum(rows for rows, _ in done), len(done), plan
+        stream = plan.stream
+        if stream.group_path and stream.group_path != key:
+            _ensure_index(uri, db_name, analysis.source, stream.group_path)  # sorted walks, or mending seeks
+        done = _stream(analysis, client, stream)
+        partials = [partial for _, partial, _ in done]
+        if stream.group_path and not stream.sorted:
+            partials, plan.split_groups = _mend_groups(analysis, client, stream, done)
+        return partials, sum(rows for rows, _, _ in done), len(done), plan
     if not plan.specs:
         return [], 0, 0, plan
     ddf = read_collection(plan.specs, analysis.schema.empty())

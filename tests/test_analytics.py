@@ -411,6 +411,8 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
         assert 1 <= best.partitions <= partitions and 1 <= oxide.partitions <= partitions
     else:  # hits: [a a a a] [b b c c] (cut only between searches); materials: 3 + 3 + 2
         assert (best.partitions, oxide.partitions) == (2, 3)
+        # unsorted: the searches were inserted whole, so no search reached two chunks
+        assert (best.read["groups"], best.read["split_groups"]) == ("mended", 0)
     assert oxide.excluded == {"no_formation_energy": 1, "no_elements": 1}
     assert best.parquet_path == tmp_path / "best_hits.parquet"
     _check_published(db, "query_best_hits", best.parquet_path, _expected_hits_docs(a, b, c, "run-1"))
@@ -431,6 +433,43 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
     expected = _expected_oxide_docs("run-3")
     del expected[1]
     _check_published(db, "oxide_formation_energy", only.parquet_path, expected)
+
+
+def test_a_stream_mends_searches_whose_hits_are_scattered(mongo_uri, db, dclient, tmp_path, monkeypatch):
+    """Hits inserted interleaved (a b c a b c a a) reach several chunks of the unsorted stream;
+    the runner drops those searches' partial rows and reads them again whole."""
+    monkeypatch.setenv("SCI_INGEST_READ_MODE", "stream")
+    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
+    hits, (a, b, c) = _e2e_hits("5d1e")
+    by_search = [[h for h in hits if h["search_id"] == s] for s in (a, b, c)]
+    scattered = [h for layer in range(4) for group in by_search for h in group[layer:layer + 1]]
+    assert [h["search_id"] for h in scattered] == [a, b, c, a, b, c, a, a]
+    db.hits.insert_many(scattered)
+    (best,) = analyze(mongo_uri, db.name, "run-m", tmp_path, names=["best_hits"], client=dclient)
+    assert (best.records_in, best.records_out, best.partitions) == (8, 3, 3)
+    assert (best.read["groups"], best.read["split_groups"]) == ("mended", 3)
+    _check_published(db, "query_best_hits", best.parquet_path, _expected_hits_docs(a, b, c, "run-m"))
+
+
+def test_an_analysis_that_cannot_mend_a_group_gets_a_sorted_stream(mongo_uri, db, dclient, tmp_path,
+                                                                   monkeypatch):
+    from dataclasses import replace
+
+    from analytics.registry import get_analysis
+    from analytics.runner import run_analysis
+
+    monkeypatch.setenv("SCI_INGEST_READ_MODE", "stream")
+    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
+    declared = get_analysis("best_hits")
+    assert declared.mends_groups  # one output row per search, keyed by it, default combine
+    custom = replace(declared, combine=lambda partials: pd.concat(partials, ignore_index=True))
+    assert not custom.mends_groups and not get_analysis("oxide_formation_energy").mends_groups
+    hits, (a, b, c) = _e2e_hits("77aa")
+    db.hits.insert_many([hits[i] for i in (0, 4, 6, 1, 5, 7, 2, 3)])  # a b c a b c a a
+    result = run_analysis(custom, dclient, mongo_uri, db.name, "run-s", tmp_path)
+    assert (result.read["groups"], result.read["split_groups"]) == ("sorted", None)
+    assert (result.records_in, result.records_out) == (8, 3)  # sorted: every search arrived whole
+    _check_published(db, "query_best_hits", result.parquet_path, _expected_hits_docs(a, b, c, "run-s"))
 
 
 def test_analyze_empty_database(mongo_uri, db, dclient, tmp_path):

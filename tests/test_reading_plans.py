@@ -41,8 +41,13 @@ def test_the_embedded_server_gets_one_stream_and_says_why(db, mongo_uri):
     db.m.create_index([("tags", 1)])
     assert probe(db, "m", "tags").multikey is True
     plan = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g")
-    assert plan.mode == "stream" and plan.stream.sort_path == "g" and plan.reason == caps.evidence
+    assert plan.mode == "stream" and plan.reason == caps.evidence
+    assert (plan.stream.group_path, plan.stream.sorted) == ("g", True)
     assert plan.describe()["planning_s"] < 1.0 and plan.documents is None  # no count was asked for
+    assert plan.describe()["groups"] == "sorted"
+    unsorted = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g", sort_groups=False)
+    assert (unsorted.stream.group_path, unsorted.stream.sorted) == ("g", False)
+    assert "cut where g changes" in unsorted.stream.describe()
 
 
 def test_plan_stages_reads_nested_and_sharded_explains():
@@ -97,8 +102,8 @@ def test_the_stream_is_cut_between_groups_only(db, mongo_uri, chunk_rows):
     groups = {"a": 3, "b": 9, "c": 1, "d": 4}  # b is larger than a chunk of 4
     db.t.insert_many(list(reversed(_docs(groups))))  # natural order is not group order
     db.t.create_index([("g", 1)])
-    spec = StreamSpec(uri=mongo_uri, db_name=db.name, collection="t", columns=COLUMNS, sort_path="g",
-                      group_key="g", chunk_rows=chunk_rows)
+    spec = StreamSpec(uri=mongo_uri, db_name=db.name, collection="t", columns=COLUMNS, group_key="g",
+                      group_path="g", sorted=True, chunk_rows=chunk_rows)
     chunks = list(read_chunks(spec))
     frames = [chunk_frame(spec.columns, raw) for _, raw in chunks]
     assert [n for n, _ in chunks] == [len(f) for f in frames]
@@ -121,6 +126,15 @@ def test_an_unsorted_stream_is_cut_every_chunk_rows(db, mongo_uri):
                                        columns=COLUMNS))) == []
 
 
+def test_an_unsorted_stream_is_still_cut_only_where_the_group_changes(db, mongo_uri):
+    db.t.insert_many(_docs({"a": 3, "b": 6, "c": 2}) + _docs({"z": 1}))  # natural order: a a a b b b b b b c c z
+    spec = StreamSpec(uri=mongo_uri, db_name=db.name, collection="t", columns=COLUMNS, group_key="g",
+                      group_path="g", chunk_rows=4)
+    frames = [chunk_frame(COLUMNS, raw) for _, raw in read_chunks(spec)]
+    # the chunk of 4 runs on to the end of group b; no sort was asked of the server
+    assert [list(f["g"]) for f in frames] == [list("aaabbbbbb"), list("ccz")]
+
+
 def test_best_hits_from_a_stream_equals_best_hits_of_everything(db, mongo_uri):
     hits = []
     for s in range(30):
@@ -132,7 +146,7 @@ def test_best_hits_from_a_stream_equals_best_hits_of_everything(db, mongo_uri):
     db.hits.insert_many(hits)
     db.hits.create_index([("search_id", 1)])
     spec = StreamSpec(uri=mongo_uri, db_name=db.name, collection="hits", columns=bh.COLUMNS,
-                      sort_path="search_id", group_key="search_id", chunk_rows=7)
+                      group_key="search_id", group_path="search_id", sorted=True, chunk_rows=7)
     parts = [bh.best_hits(chunk_frame(spec.columns, raw)) for _, raw in read_chunks(spec)]
     assert len(parts) > 3
     import pandas as pd
