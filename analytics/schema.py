@@ -230,11 +230,12 @@ def conform(df, dtypes: dict[str, str]):
     import numpy as np
     import pandas as pd
 
-    out = pd.DataFrame(index=range(len(df)))
+    n = len(df)
+    columns = {}
     for name, dtype in dtypes.items():
-        values = df[name].to_numpy() if name in df.columns else np.full(len(df), np.nan)
-        out[name] = pd.Series(values, index=out.index).astype(dtype)
-    return out
+        values = df[name].to_numpy() if name in df.columns else np.full(n, np.nan)
+        columns[name] = pd.Series(values, copy=False).astype(dtype)
+    return pd.DataFrame(columns, index=pd.RangeIndex(n))
 
 
 def empty(dtypes: dict[str, str]):

@@ -65,42 +65,57 @@ def _elements_state(value) -> str:
     return "unknown"
 
 
-def _classify(df: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
-    """(state per row, formation energy with non-finite as NaN, band gap)."""
-    state = df["elements"].map(_elements_state) if len(df) else pd.Series([], dtype="object")
-    fe = pd.to_numeric(df["formation_energy_per_atom"], errors="coerce").astype("float64")
-    fe = fe.where(np.isfinite(fe))
-    gap = pd.to_numeric(df["band_gap"], errors="coerce").astype("float64")
-    gap = gap.where(np.isfinite(gap))
-    return state, fe, gap
+def _oxide_flags(elements: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(is an oxide, has no usable elements list) per row, as boolean arrays.
+
+    An Arrow-backed list column (what the readers produce) is answered by Arrow
+    kernels without a Python call per row; anything else row by row.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(elements)
+    arrow = getattr(elements.array, "_pa_array", None)
+    if isinstance(arrow, pa.ChunkedArray) and pa.types.is_list(arrow.type) and pa.types.is_string(arrow.type.value_type):
+        lists = arrow.combine_chunks() if arrow.num_chunks != 1 else arrow.chunk(0)
+        unknown = lists.is_null().to_numpy(zero_copy_only=False)
+        is_o = pc.fill_null(pc.equal(pc.list_flatten(lists), "O"), False).to_numpy(zero_copy_only=False)
+        parents = pc.list_parent_indices(lists).to_numpy()
+        oxide = np.bincount(parents[is_o], minlength=n)[:n] > 0
+        return oxide & ~unknown, unknown
+    state = elements.map(_elements_state).to_numpy() if n else np.array([], dtype=object)
+    return state == "oxide", state == "unknown"
+
+
+def _finite(values: pd.Series) -> np.ndarray:
+    """float64 values with anything missing, non-numeric or non-finite as NaN."""
+    out = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    return np.where(np.isfinite(out), out, np.nan)
 
 
 def oxide_partial(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     """Partial aggregates of one partition per formation-energy ceiling, and its left-out counts."""
     require_columns(df, INPUT_COLUMNS, "oxide_formation_energy")
-    state, fe, gap = _classify(df)
-    oxide = (state == "oxide").to_numpy(dtype=bool)
-    keep = oxide & fe.notna().to_numpy(dtype=bool)
-    excluded = {
-        "no_formation_energy": int((oxide & ~keep).sum()),
-        "no_elements": int((state == "unknown").sum()),
-    }
+    oxide, unknown = _oxide_flags(df["elements"])
+    fe, gap = _finite(df["formation_energy_per_atom"]), _finite(df["band_gap"])
+    keep = oxide & ~np.isnan(fe)
+    excluded = {"no_formation_energy": int((oxide & ~keep).sum()), "no_elements": int(unknown.sum())}
     if not keep.any():
         return empty(PARTIAL_TYPES), excluded
+    fe, gap = fe[keep], gap[keep]
+    bins, member = np.unique(np.ceil(fe).astype("int64"), return_inverse=True)
+    known_gap = ~np.isnan(gap)
+    order = np.argsort(member, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(member[order]) != 0])
     part = pd.DataFrame({
-        "formation_energy_ceil": np.ceil(fe[keep].to_numpy()).astype("int64"),
-        "fe": fe[keep].to_numpy(),
-        "gap": gap[keep].to_numpy(),
+        "formation_energy_ceil": bins,
+        "count": np.bincount(member, minlength=len(bins)),
+        "band_gap_sum": np.bincount(member, weights=np.where(known_gap, gap, 0.0), minlength=len(bins)),
+        "n_band_gap": np.bincount(member, weights=known_gap, minlength=len(bins)).astype("int64"),
+        "min_formation_energy": np.minimum.reduceat(fe[order], starts),
+        "max_formation_energy": np.maximum.reduceat(fe[order], starts),
     })
-    groups = part.groupby("formation_energy_ceil", sort=True)
-    out = pd.DataFrame({
-        "count": groups.size(),
-        "band_gap_sum": groups["gap"].sum(min_count=1).fillna(0.0),
-        "n_band_gap": groups["gap"].count(),
-        "min_formation_energy": groups["fe"].min(),
-        "max_formation_energy": groups["fe"].max(),
-    }).reset_index()
-    return conform(out, PARTIAL_TYPES), excluded
+    return conform(part, PARTIAL_TYPES), excluded
 
 
 def oxide_combine(partials: Iterable[tuple[pd.DataFrame, dict[str, int]]]) -> tuple[pd.DataFrame, dict[str, int]]:
