@@ -84,21 +84,30 @@ def thread_count(client) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
-def warm_up(client, purpose: str = "analyze") -> int:
+def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
     """Import what ``purpose`` ("load", "analyze", "validate") needs on every worker; returns the worker count.
 
     For ``validate`` that is Great Expectations, whose import takes seconds:
     each worker makes its context once, here.
 
     For the analyses the calling process (which reads streams and publishes
-    the outputs) imports them too.
+    the outputs) imports them too.  With ``uri``, the calling process also
+    opens its shared connection pool for ``uri`` (the one the analyses' and
+    the validation's streams read through) for analyze and validate, so the
+    first stage does not pay the connection.
     """
     if purpose == "load":
         return len(client.run(_import_for_load))
     if purpose == "validate":
-        return len(client.run(_import_for_validation))
-    replies = client.run(_import_for_analyses)
-    _import_for_analyses()
+        replies = client.run(_import_for_validation)
+    else:
+        replies = client.run(_import_for_analyses)
+        _import_for_analyses()
+    if uri:
+        from ingest.mongo import db_errors, shared_client
+
+        with db_errors("connecting", uri=uri):
+            shared_client(uri).admin.command("ping")
     return len(replies)
 
 
@@ -117,11 +126,19 @@ def _import_for_analyses() -> bool:
     import pyarrow  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
+    import pyarrow.pandas_compat  # noqa: F401  (first used by Table.from_pandas when an output is published)
+
     import analytics.partitions  # noqa: F401
+    import analytics.planning  # noqa: F401
+    import analytics.runner  # noqa: F401
     import analytics.streaming  # noqa: F401
     from analytics.registry import all_analyses
 
-    all_analyses()  # imports every analysis module
+    for analysis in all_analyses():  # imports every analysis module
+        try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily
+            analysis.combine_partials([analysis.partition(analysis.schema.empty())])
+        except Exception:  # noqa: BLE001 - an analysis need not accept an empty frame; this is only a warm-up
+            pass
     return True
 
 

@@ -124,20 +124,21 @@ class Cluster:
         self._client = None
         self._warm: set[str] = set()
 
-    def client(self, purpose: str):
+    def client(self, purpose: str, uri: str | None = None):
+        """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``)."""
         from analytics.cluster import dask_client, warm_up
 
         if self._client is None:
             with self.timings.stage("cluster") as rec:
                 self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers))
                 rec.records_in = rec.records_out = None
-                rec.workers = warm_up(self._client, purpose)
+                rec.workers = warm_up(self._client, purpose, uri)
                 rec.detail = {"scheduler": self.settings.dask_scheduler or "LocalCluster"}
             self._warm.add(purpose)
         elif purpose not in self._warm:
             with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
                 rec.records_in = rec.records_out = None
-                rec.workers = warm_up(self._client, purpose)
+                rec.workers = warm_up(self._client, purpose, uri)
             self._warm.add(purpose)
         return self._client
 
@@ -219,7 +220,7 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     chosen = select_analyses(names)
     results = []
     with ExitStack() as stack:
-        client = (cluster or Cluster(settings, timings, stack)).client("analyze")
+        client = (cluster or Cluster(settings, timings, stack)).client("analyze", conn.uri)
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
@@ -236,7 +237,7 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here."""
     from analytics.validation import validate
 
-    client = cluster.client("validate") if cluster is not None else None
+    client = cluster.client("validate", conn.uri) if cluster is not None else None
     with timings.stage("validate") as rec:
         report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
         rec.records_in = report.rows_checked
