@@ -475,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
 
+    from ingest.cli_shard import register
+
+    register(add, common)
     add("shard", cmd_shard, "shard the collections on hashed keys (needs a cluster through mongos)",
         "examples:\n  MONGODB_URI=mongodb://mongos:27017/ sci-ingest shard\n",
         exit_codes="\nexit codes:\n  0  sharded\n  1  error (e.g. not connected through mongos; one line on stderr)\n")
