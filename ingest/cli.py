@@ -361,17 +361,6 @@ def _parse_inputs(paths: list[str]):
     return [str(f) for f in files], refused
 
 
-def cmd_shard(args) -> int:
-    from ingest.connection import database
-    from ingest.mongo import shard_collections
-
-    with database(_settings(args)) as conn:
-        done = shard_collections(conn.client, args.db or conn.db.name)
-    for coll, key in done.items():
-        print(f"sharded {coll} on {key}")
-    return 0
-
-
 def add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
     p.add_argument("--workers", type=int, metavar="N",
@@ -478,9 +467,6 @@ def build_parser() -> argparse.ArgumentParser:
     from ingest.cli_shard import register
 
     register(add, common)
-    add("shard", cmd_shard, "shard the collections on hashed keys (needs a cluster through mongos)",
-        "examples:\n  MONGODB_URI=mongodb://mongos:27017/ sci-ingest shard\n",
-        exit_codes="\nexit codes:\n  0  sharded\n  1  error (e.g. not connected through mongos; one line on stderr)\n")
     return parser
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["register", "cmd_hash"]
+__all__ = ["register", "cmd_hash", "cmd_shard", "cmd_shard_plan"]
 
 EXIT_HASH = ("\nexit codes:\n  0  every value hashed\n"
              "  2  some values were not Extended JSON (each named on stderr as <stdin>:LINE: reason or\n"
@@ -45,6 +45,101 @@ def cmd_hash(args) -> int:
     return 2 if failed else 0
 
 
+def cmd_shard(args) -> int:
+    """Shard the data collections on their hashed keys through mongos (or print the commands)."""
+    from ingest.connection import database
+    from ingest.errors import UnsupportedFeature
+    from ingest.report import dumps
+    from ingest.cli import _settings
+    from ingest.sharding import shard
+
+    with database(_settings(args)) as conn:
+        db_name = args.db or conn.db.name
+        try:
+            state, commands, outcomes = shard(conn.client, db_name, dry_run=args.dry_run,
+                                              version=args.server_version, shards=args.shards)
+        except UnsupportedFeature as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    refused = [o for o in outcomes if o.status == "refused"]
+    if args.json:
+        print(dumps({"database": db_name, "server": state.kind, "version": state.version_text,
+                     "shards": state.shards, "dry_run": args.dry_run,
+                     "commands": [{"database": c.database, "command": c.document} for c in commands],
+                     "collections": [vars(o) for o in outcomes]}))
+    else:
+        where = "mongos" if state.is_mongos else f"{state.kind}, not a mongos: nothing is sent"
+        print(f"# MongoDB {state.version_text}, {len(state.shards) or '?'} shard(s) ({where})")
+        if args.dry_run:
+            for command in commands:
+                print(command.describe())
+        for o in outcomes:
+            print(f"# {o.collection}: {o.status} on {o.key}" + (f": {o.reason}" if o.reason else ""))
+    for o in refused:
+        print(f"error: {db_name}.{o.collection}: {o.reason}", file=sys.stderr)
+    return 2 if refused else 0
+
+
+def cmd_shard_plan(args) -> int:
+    """Hashed against ranged placement of each collection's keys on N shards: a table and a PNG."""
+    from pathlib import Path
+
+    from analytics.shard_plan import (DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows,
+                                      write_png)
+    from ingest.cli import _settings
+    from ingest.connection import database
+    from ingest.mongo import db_errors
+    from ingest.report import dumps, table
+    from ingest.sharding import KEYS, version_tuple
+
+    if args.shards < 1:
+        print(f"error: --shards must be at least 1, not {args.shards}", file=sys.stderr)
+        return 1
+    wanted = args.collection or list(KEYS)
+    unknown = [c for c in wanted if c not in KEYS]
+    if unknown:
+        print(f"error: no shard key for {', '.join(unknown)}; collections: {', '.join(KEYS)}", file=sys.stderr)
+        return 1
+    settings = _settings(args)
+    chunk_bytes = int(args.chunk_mb * 2**20) if args.chunk_mb else DEFAULT_CHUNK_BYTES
+    plans, skipped = [], []
+    with database(settings) as conn:
+        version = version_tuple(args.server_version or conn.info.version)
+        for coll in wanted:
+            key_field = KEYS[coll][0]
+            if args.generate:
+                sample = generated_keys(coll, key_field, args.generate)
+            else:
+                with db_errors(f"reading the {key_field} keys of {coll}"):
+                    sample = read_keys(conn.db, coll, key_field)
+            if not sample.keys:
+                skipped.append(coll)
+                continue
+            plans.append(plan_collection(sample, args.shards, version, chunk_bytes))
+    png = Path(args.png) if args.png else Path(settings.out_dir) / "shard_plan.png"
+    if plans:
+        png.parent.mkdir(parents=True, exist_ok=True)
+        write_png(plans, png, args.shards)
+    if args.json:
+        print(dumps({"shards": args.shards, "version": ".".join(map(str, version)), "png": str(png) if plans else None,
+                     "skipped": skipped, "collections": [{**{k: v for k, v in p.items() if k not in ("hashed", "ranged")},
+                                                          "hashed": p["hashed"].as_dict(),
+                                                          "ranged": p["ranged"].as_dict()} for p in plans]}))
+    else:
+        print(f"{args.shards} shards; hashed: MongoDB {'.'.join(map(str, version))}'s even initial split; "
+              f"ranged: at rest split at the key's quantiles, while loading MongoDB's split and balancer rules "
+              f"({chunk_bytes / 2**20:g} MB chunks)")
+        print(table(rows(plans), [("collection", "collection"), ("key", "key"), ("docs", "docs per shard"),
+                                  ("max_mean", "max/mean"), ("cv", "CV"), ("mb", "MB per shard"),
+                                  ("bytes_max_mean", "MB max/mean"),
+                                  ("last", "last 10 % of inserts on one shard")], left=2))
+        if plans:
+            print(f"chart: {png}")
+    for coll in skipped:
+        print(f"note: {coll} holds no documents (load first, or --generate N)", file=sys.stderr)
+    return 0 if plans else 2
+
+
 def register(add, common: argparse.ArgumentParser) -> None:
     """Add the sharding commands with the main parser's ``add`` helper."""
     p = add("hash", cmd_hash, "MongoDB's hashed-index value of each Extended JSON value (as a hashed shard key "
@@ -60,3 +155,36 @@ def register(add, common: argparse.ArgumentParser) -> None:
     p.add_argument("values", nargs="*", metavar="VALUE", help="Extended JSON values (default: lines of stdin)")
     p.add_argument("--seed", type=int, default=0, help="hash seed, a 32-bit signed integer (default 0, what "
                    "hashed indexes and shard keys use)")
+
+    p = add("shard", cmd_shard, "shard the data collections on hashed keys through mongos (--dry-run: print the "
+            "commands)",
+            "examples:\n  sci-ingest shard --mongo-uri mongodb://mongos:27017/ --dry-run\n"
+            "  sci-ingest shard --mongo-uri mongodb://mongos:27017/\n"
+            "  sci-ingest shard --dry-run --server-version 7.0 --shards 4     the commands for another cluster\n"
+            "\nKeys: hits on hashed search_id; searches, materials and tasks on hashed _id (README: Sharding).\n"
+            "Shard before loading: MongoDB splits a hashed key evenly only on an empty collection.\n",
+            parents=(common,),
+            exit_codes="\nexit codes:\n  0  sharded (or already sharded on the same keys); --dry-run: printed\n"
+                       "  2  not a mongos (nothing sent), or a collection was refused (sharded on another key,\n"
+                       "     not empty): each named on stderr\n  1  fatal error\n")
+    p.add_argument("--dry-run", action="store_true", help="print the command documents, send nothing")
+    p.add_argument("--shards", type=int, metavar="N", help="--dry-run off a mongos: plan for N shards")
+    p.add_argument("--server-version", metavar="X.Y", help="--dry-run: plan for this MongoDB version "
+                   "(default: the server's)")
+
+    p = add("shard-plan", cmd_shard_plan, "where each collection's documents would land on N shards: hashed "
+            "against ranged key (table and PNG)",
+            "examples:\n  sci-ingest shard-plan --shards 4\n  sci-ingest shard-plan --shards 8 --collection hits --json\n"
+            "  sci-ingest shard-plan --shards 4 --generate 1000000 --png plan.png   sequential keys, no data needed\n",
+            parents=(common,),
+            exit_codes="\nexit codes:\n  0  planned\n  2  no collection held documents (nothing to plan)\n"
+                       "  1  fatal error\n")
+    p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--collection", action="append", metavar="NAME",
+                   help="a collection to plan (repeatable; default: every data collection)")
+    p.add_argument("--generate", type=int, metavar="N", help="plan N generated sequential keys instead of the loaded ones")
+    p.add_argument("--server-version", metavar="X.Y", help="MongoDB version whose initial split to use "
+                   "(default: the server's)")
+    p.add_argument("--chunk-mb", type=float, metavar="MB", help="range (chunk) size for the ranged key while "
+                   "loading (default 128, MongoDB's)")
+    p.add_argument("--png", metavar="PATH", help="where to write the chart (default: <out dir>/shard_plan.png)")

@@ -21,9 +21,10 @@ touches pymongo's client class and its exceptions:
   :func:`is_transient` says which errors those are.
 * :func:`insert_new` and :func:`replace_documents` are the two bulk writes the
   loader needs, with duplicate keys reported rather than raised.
-* :func:`describe`, :func:`ensure_indexes`, :func:`ensure_hashed_indexes` and
-  :func:`shard_collections` describe and prepare a server; the collections,
-  indexes and shard keys themselves are named in :mod:`ingest.catalog`.
+* :func:`describe`, :func:`ensure_indexes` and :func:`ensure_hashed_indexes`
+  describe and prepare a server; the collections, indexes and shard keys
+  themselves are named in :mod:`ingest.catalog`, and sharding a cluster is
+  :mod:`ingest.sharding`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from ingest.secrets import redact_uri, remember
 
 __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
-    "describe", "ensure_indexes", "ensure_hashed_indexes", "shard_collections",
+    "describe", "ensure_indexes", "ensure_hashed_indexes",
     "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
     "parse_write_concern", "drop_indexes", "claim", "durable", "close_client", "process_alive",
     "default_timeout_ms",
@@ -454,13 +455,15 @@ def _not_storable(docs: list[dict], exc: Exception) -> str:
 
 
 def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
-    """Replace each document by ``_id`` (inserting it if absent); (inserted, modified, unchanged).
+    """Replace each document by ``_id`` and shard key (inserting it if absent); (inserted, modified, unchanged).
 
     Errors propagate as the driver raised them (call it through :class:`Retry`).
     """
-    try:
+    from ingest.sharding import key_filter
+
+    try:  # the filter names the full shard key: a sharded collection refuses an upsert without it
         result = collection.bulk_write(
-            [pymongo.ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs], ordered=True)
+            [pymongo.ReplaceOne(key_filter(collection.name, d), d, upsert=True) for d in docs], ordered=True)
     except InvalidDocument as exc:
         raise DatabaseError(_not_storable(docs, exc)) from exc
     return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
@@ -555,19 +558,3 @@ def ensure_hashed_indexes(db) -> dict[str, str]:
             ) from exc.__cause__
         outcomes[coll] = f"hashed index on {field}"
     return outcomes
-
-
-def shard_collections(mongo: pymongo.MongoClient, db_name: str) -> dict[str, str]:
-    """Shard the data collections on their hashed keys (needs ``mongos``)."""
-    info = describe(mongo)
-    if not info.sharding:
-        raise UnsupportedFeature(
-            f"sharding needs a sharded cluster reached through mongos; this is {info.label()}"
-        )
-    done = {}
-    with db_errors(f"sharding {db_name}", feature="sharding"):
-        mongo.admin.command("enableSharding", db_name)
-        for coll, field in SHARD_KEYS.items():
-            mongo.admin.command("shardCollection", f"{db_name}.{coll}", key={field: "hashed"})
-            done[coll] = f"{{{field}: 'hashed'}}"
-    return done

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ingest.errors import ServerError, UnsupportedFeature
-from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact, shard_collections
+from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact
+from ingest.sharding import shard
 from ingest.server import EmbeddedServer, running_server, start_background, stop_background
 
 
@@ -25,7 +26,7 @@ def test_hashed_indexes_degrade_with_clear_message_on_secantus(mongo_client, db)
     with pytest.raises(UnsupportedFeature, match="hashed indexes"):
         ensure_hashed_indexes(db)
     with pytest.raises(UnsupportedFeature, match="mongos"):
-        shard_collections(mongo_client, db.name)
+        shard(mongo_client, db.name)
 
 
 def test_indexes_are_created(db):
