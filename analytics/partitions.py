@@ -50,15 +50,30 @@ class PartitionSpec:
     key: str = "_id"
     columns: tuple[Column, ...] = field(default=())
     index: int = 0
+    #: a chunk of a hashed shard key (:mod:`analytics.chunks`): ``lower``/``upper`` are hashed
+    #: values (or MinKey/MaxKey), read with ``hint`` on the hashed index and ``min``/``max``
+    hashed: bool = False
+    shard: str | None = None
 
     def filter(self) -> dict:
-        """The MongoDB filter selecting exactly this partition's documents."""
+        """The MongoDB filter selecting exactly this partition's documents (with :meth:`find_options`)."""
         from analytics.planning import range_filter
 
+        if self.hashed:
+            return dict(self.query or {})
         bounds = {"$gte": self.lower, ("$lte" if self.upper_inclusive else "$lt"): self.upper}
         return range_filter(self.query, self.key, bounds)
 
+    def find_options(self) -> dict:
+        """The ``find`` options besides filter and projection: for a hashed chunk, the index and its bounds."""
+        if not self.hashed:
+            return {}
+        return {"hint": [(self.key, "hashed")], "min": {self.key: self.lower}, "max": {self.key: self.upper}}
+
     def describe(self) -> str:
+        if self.hashed:
+            return (f"{self.db_name}.{self.collection} chunk {self.index} on {self.shard}: hashed "
+                    f"{self.key} in [{self.lower!r}, {self.upper!r})")
         close = "]" if self.upper_inclusive else ")"
         return (f"{self.db_name}.{self.collection} partition {self.index} "
                 f"{self.key} in [{self.lower!r}, {self.upper!r}{close}")
@@ -184,7 +199,8 @@ def read_partition(spec: PartitionSpec):
 
     schema = Schema(spec.columns)
     with db_errors(f"reading {spec.describe()}", uri=spec.uri):
-        cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find(spec.filter(), spec.projection)
+        cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find(spec.filter(), spec.projection,
+                                                                             **spec.find_options())
         if len(schema):
             return schema.frame(schema.read(cursor))
         docs = list(cursor)

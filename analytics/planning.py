@@ -75,6 +75,7 @@ class ReadPlan:
     seconds: float = 0.0
     documents: int | None = None  # the server's estimate, when it was asked (ranges only)
     split_groups: int | None = None  # groups an unsorted stream split between chunks, re-read whole
+    key: str | None = None  # the field the ranges are cut on, when it is not the one asked for (chunks)
 
     def describe(self) -> dict:
         parts = len(self.specs) if self.mode == "ranges" else None
@@ -189,6 +190,19 @@ def plan_reads(
     else:
         chosen, reason = wanted, f"read mode {wanted} was asked for"
     plan = ReadPlan(mode=chosen, reason=reason)
+    if wanted != "stream":
+        from analytics.chunks import chunk_table, plan_chunk_partitions
+
+        with db_errors(f"reading the chunk table of {db_name}.{collection}", uri=uri):
+            table = chunk_table(db.client, db_name, collection)
+        if table is not None:  # a mongos and a hashed shard key: one partition per chunk
+            plan.mode, plan.key = "ranges", table.field
+            plan.reason = (f"mongos: {len(table.chunks)} chunks of {{{table.field}: hashed}} on "
+                           f"{len(table.shards)} shards, one partition per chunk, interleaved across shards")
+            plan.specs = plan_chunk_partitions(uri, db_name, collection, table, query=query or None,
+                                               columns=schema.columns)
+            plan.seconds = time.perf_counter() - started
+            return plan
     if chosen == "ranges":
         from analytics.runner import default_partitions
 

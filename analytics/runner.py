@@ -169,6 +169,11 @@ def _mend_groups(analysis: Analysis, client, stream, done: list) -> tuple[list, 
     return partials, len(split)
 
 
+def _column_path(analysis: Analysis, name: str) -> str:
+    """The document path of the declared column ``name``."""
+    return next((c.path for c in analysis.columns if c.name == name), name)
+
+
 def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None):
     """(partial results, records read, partitions, read plan) of ``analysis`` over its source."""
     from dask import delayed
@@ -194,7 +199,8 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     if not plan.specs:
         return [], 0, 0, plan
     ddf = read_collection(plan.specs, analysis.schema.empty())
-    if analysis.group_key and analysis.group_key != key:
+    key = plan.key or key  # on a mongos: the hashed shard key's field, cut along the chunks
+    if analysis.group_key and _column_path(analysis, analysis.group_key) != key:
         ddf = ddf.shuffle(on=analysis.group_key)  # a group may straddle key ranges: bring it together
     tasks = [delayed(_apply)(analysis.partition, part) for part in ddf.to_delayed()]
     done = client.compute(tasks, sync=True)
