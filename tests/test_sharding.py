@@ -122,17 +122,33 @@ class _Listener(monitoring.CommandListener):
         pass
 
 
-def test_the_embedded_server_receives_and_refuses_the_exact_documents(mongo_uri, db):
-    commands, _ = plan_commands(db.name, _state("7.0", shards=2))
+def test_the_server_receives_the_exact_documents(mongo_uri, db):
+    """On the embedded server every command is refused; with SCI_INGEST_TEST_URI naming a mongos
+    (docker/README.md) the same documents shard the collections and config.collections shows it."""
+    from ingest.mongo import describe
+    from ingest.sharding import inspect
+
     listener = _Listener()
     client = pymongo.MongoClient(mongo_uri, event_listeners=[listener])
     try:
+        on_mongos = describe(client).sharding
+        state = inspect(client, db.name) if on_mongos else _state("7.0", shards=2)
+        commands, _ = plan_commands(db.name, state)
+        listener.sent.clear()
         for command in commands:
-            with pytest.raises(SciIngestError):  # SecantusDB has neither hashed indexes nor sharding
+            if on_mongos:
                 run_commands(client, [command])
+            else:
+                with pytest.raises(SciIngestError):  # SecantusDB has neither hashed indexes nor sharding
+                    run_commands(client, [command])
+        assert listener.sent == [(c.database, c.document) for c in commands]
+        if on_mongos:
+            keys = {d["_id"]: d["key"] for d in client.config.collections.find({"_id": {"$regex": f"^{db.name}\\."}})}
+            assert keys == {f"{db.name}.{c}": {k: "hashed"} for c, (k, _) in KEYS.items()}
+            _, again = plan_commands(db.name, inspect(client, db.name))
+            assert {o.status for o in again} == {"already sharded"}  # idempotent
     finally:
         client.close()
-    assert listener.sent == [(c.database, c.document) for c in commands]
 
 
 # ------------------------------------------------------------------ the command
@@ -141,7 +157,11 @@ def _cli(mongo_uri, db_name, *args):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_shard_on_the_embedded_server_exits_2_and_sends_nothing(mongo_uri, db):
+def test_shard_on_the_embedded_server_exits_2_and_sends_nothing(mongo_uri, db, mongo_client):
+    from ingest.mongo import describe
+
+    if describe(mongo_client).sharding:
+        pytest.skip("SCI_INGEST_TEST_URI is a mongos: this test is about a server that is not")
     db.materials.insert_one({"_id": "mp-1"})
     out = _cli(mongo_uri, db.name)
     assert out.returncode == 2 and out.stdout == ""
