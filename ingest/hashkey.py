@@ -102,8 +102,15 @@ def number_for_hash(value) -> int:
     raise TypeError(f"not a number: {value!r}")
 
 
+#: MongoDB stores no document nested deeper than this (documents and arrays, the top one counted).
+MAX_DEPTH = 100
+
+
 def hash64(value, seed: int = 0) -> int:
-    """The signed 64-bit value MongoDB's hashed index keeps for ``value`` (any BSON value)."""
+    """The signed 64-bit value MongoDB's hashed index keeps for ``value`` (any BSON value).
+
+    A value nested deeper than MongoDB stores (:data:`MAX_DEPTH`) raises ``ValueError``.
+    """
     if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**31) <= seed < 2**31:
         raise ValueError(f"the seed is a 32-bit signed integer, not {seed!r}")
     md5 = hashlib.md5(struct.pack("<i", seed), usedforsecurity=False)
@@ -111,7 +118,7 @@ def hash64(value, seed: int = 0) -> int:
     return struct.unpack("<q", md5.digest()[:8])[0]
 
 
-def _feed(md5, value, name: str | None) -> None:
+def _feed(md5, value, name: str | None, depth: int = 0) -> None:
     from bson.code import Code
     from bson.dbref import DBRef
     from bson.decimal128 import Decimal128
@@ -145,19 +152,19 @@ def _feed(md5, value, name: str | None) -> None:
         else:
             head(_CODE_W_SCOPE)
             md5.update(str(value).encode("utf-8") + b"\0")
-            _feed_elements(md5, value.scope.items())
+            _feed_elements(md5, value.scope.items(), depth + 1)
     elif isinstance(value, str):
         head(_STRING)
         raw = value.encode("utf-8")
         md5.update(struct.pack("<i", len(raw) + 1) + raw + b"\0")
     elif isinstance(value, DBRef):  # a DBRef is an ordinary document {$ref, $id[, $db], ...}
-        _feed(md5, value.as_doc(), name)
+        _feed(md5, value.as_doc(), name, depth)
     elif isinstance(value, Mapping):
         head(_OBJECT)
-        _feed_elements(md5, value.items())
+        _feed_elements(md5, value.items(), depth + 1)
     elif isinstance(value, (list, tuple)):
         head(_ARRAY)
-        _feed_elements(md5, ((str(i), v) for i, v in enumerate(value)))
+        _feed_elements(md5, ((str(i), v) for i, v in enumerate(value)), depth + 1)
     elif isinstance(value, DBPointer):
         head(_DBPOINTER)
         ns = value.namespace.encode("utf-8")
@@ -168,11 +175,13 @@ def _feed(md5, value, name: str | None) -> None:
         md5.update(raw)
 
 
-def _feed_elements(md5, items) -> None:
+def _feed_elements(md5, items, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels, which MongoDB does not store")
     for key, item in items:
         if not isinstance(key, str):
             raise TypeError(f"a document's field names are strings, not {key!r}")
-        _feed(md5, item, key)
+        _feed(md5, item, key, depth)
     md5.update(struct.pack("<i", 0))  # the EOO element: canonical type 0, no name, no value
 
 
@@ -223,7 +232,14 @@ def parse_value(text: str):
             if not (hasattr(inner, "collection") and hasattr(inner, "id")):
                 raise ValueError("$dbPointer needs {$ref: namespace, $id: {$oid: ...}}")
             return DBPointer(inner.collection, inner.id)
-        return json_util.object_pairs_hook(pairs, options)
+        try:
+            value = json_util.object_pairs_hook(pairs, options)
+        except Exception as exc:  # noqa: BLE001 - bson's own errors for a malformed $-form
+            raise ValueError(f"bad {keys[0]}: {_reason(exc)}" if keys and keys[0].startswith("$")
+                             else _reason(exc)) from None
+        if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"{keys[0]} {value} is outside the int64 range")
+        return value
 
     def big_int(digits: str):
         number = int(digits)
@@ -248,5 +264,9 @@ def _json_options():
 
 
 def _reason(exc: Exception) -> str:
+    from decimal import InvalidOperation
+
+    if isinstance(exc, InvalidOperation):
+        return "not a decimal number"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]

@@ -89,9 +89,21 @@ def test_extended_json_forms():
     relaxed, canonical = parse_value('{"$date": "1970-01-01T00:00:00.001Z"}'), parse_value(
         '{"$date": {"$numberLong": "1"}}')
     assert hash64(relaxed) == hash64(canonical)
-    for bad in ("", "{", "'single quotes'", '{"$oid": "zz"}', '{"$dbPointer": 1}', "[1,]"):
+    for bad in ("", "{", "'single quotes'", '{"$oid": "zz"}', '{"$dbPointer": 1}', "[1,]", "[" * 5000 + "]" * 5000):
         with pytest.raises(ValueError):
             parse_value(bad)
+    with pytest.raises(ValueError, match=r"\$numberLong 99999999999999999999 is outside the int64 range"):
+        parse_value('{"$numberLong": "99999999999999999999"}')
+    with pytest.raises(ValueError, match=r"bad \$numberDecimal: not a decimal number"):
+        parse_value('{"a": {"$numberDecimal": "xyz"}}')
+
+
+def test_nesting_deeper_than_mongodb_stores_is_refused_not_a_crash():
+    assert isinstance(hash64(parse_value("[" * 100 + "]" * 100)), int)
+    with pytest.raises(ValueError, match="nested deeper than 100"):
+        hash64(parse_value("[" * 101 + "]" * 101))
+    out = _cli(stdin="[" * 900 + "]" * 900 + "\n1\n")
+    assert out.returncode == 2 and out.stdout.split() == [str(hash64(1))] and "<stdin>:1: nested" in out.stderr
 
 
 def test_the_seed_is_a_32_bit_integer():
