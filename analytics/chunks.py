@@ -17,11 +17,14 @@ the reader plans as before (:mod:`analytics.planning`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from analytics.partitions import PartitionSpec
 from analytics.schema import Column, Schema
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Chunk", "ChunkTable", "chunk_table", "table_from", "plan_chunk_partitions", "interleave"]
 
@@ -45,14 +48,21 @@ class ChunkTable:
 
 def chunk_table(client, db_name: str, collection: str) -> ChunkTable | None:
     """The chunks of ``collection`` when it is sharded on a single hashed field; None otherwise."""
+    from pymongo.errors import OperationFailure
+
     if client.admin.command("hello").get("msg") != "isdbgrid":
         return None
     config = client["config"]
-    entry = config["collections"].find_one({"_id": f"{db_name}.{collection}"})
-    if not entry:
+    try:
+        entry = config["collections"].find_one({"_id": f"{db_name}.{collection}"})
+        if not entry:
+            return None
+        selector = {"uuid": entry["uuid"]} if entry.get("uuid") is not None else {"ns": f"{db_name}.{collection}"}
+        rows = list(config["chunks"].find(selector, {"min": 1, "max": 1, "shard": 1}).sort("min", 1))
+    except OperationFailure as exc:  # a user who may not read `config`: plan as elsewhere
+        log.warning("cannot read the chunk table of %s.%s (%s); planning without it", db_name, collection,
+                    exc.details.get("codeName") if exc.details else exc)
         return None
-    selector = {"uuid": entry["uuid"]} if entry.get("uuid") is not None else {"ns": f"{db_name}.{collection}"}
-    rows = list(config["chunks"].find(selector, {"min": 1, "max": 1, "shard": 1}).sort("min", 1))
     return table_from(entry, rows)
 
 
