@@ -69,7 +69,8 @@ def cmd_shard(args) -> int:
                      "collections": [vars(o) for o in outcomes]}))
     else:
         where = "mongos" if state.is_mongos else f"{state.kind}, not a mongos: nothing is sent"
-        print(f"# MongoDB {state.version_text}, {len(state.shards) or '?'} shard(s) ({where})")
+        count = f"{len(state.shards)} shard(s)" if state.shards else "shards not known here (--shards N)"
+        print(f"# MongoDB {state.version_text}, {count} ({where})")
         if args.dry_run:
             for command in commands:
                 print(command.describe())
