@@ -114,6 +114,8 @@ class Query:
     query_index: int
     query_description: str | None = None
     query_length: int | None = None
+    #: fastf/fasts/fastm (and tfast*): the query is a set of peptides, "- 39 aa in 6 fragments"
+    query_fragments: int | None = None
     query_type: str | None = None
     library_type: str | None = None
     searched_strand: str | None = None

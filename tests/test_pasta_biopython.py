@@ -73,6 +73,11 @@ BIO_RAISES = [
     "fasta36_rna_U.m10",  # -U: "(forward-only)" on the query line
     "ssearch36_nameless.m10",  # FASTA headers "> ID": the summary line names no query
     "ssearch36_annot_m9c.m10",  # "; al_code:" lines (-m 10 -m 9c)
+    # peptide mixtures: "- 39 aa in 6 fragments" on the query line (values pinned in test_pasta_peptides.py)
+    "fasts36_peptides.m10",
+    "fastm36_peptides.m10",
+    "tfasts36_peptides.m10",
+    "tfastm36_peptides.m10",
 ]
 
 

@@ -23,12 +23,13 @@ if [[ "${1:-}" == "--refresh-inputs" ]]; then
     mkdir -p inputs
     for f in gtt1_drome.aa mchu.aa h10_human.aa mgstm1.aa gtm1_human.aa prot_test.lib mu.lib \
              mgstm1.nt mgstm1.rev gst.nlib gstm1b_human_fs.nt humgstd.seq gstm1b_human.nt \
-             hsgstm1b.seq bovprl.seq mwkw.aa titin_hum.aa; do
+             hsgstm1b.seq bovprl.seq mwkw.aa titin_hum.aa ngts.aa m1r.aa; do
         cp "$EXAMPLES/$f" "inputs/$f"
     done
 fi
 
-for t in ssearch36 fasta36 ggsearch36 glsearch36 lalign36 fastx36 fasty36 tfastx36 tfasty36; do
+for t in ssearch36 fasta36 ggsearch36 glsearch36 lalign36 fastx36 fasty36 tfastx36 tfasty36 \
+         fasts36 fastm36 tfasts36 tfastm36; do
     command -v "$t" >/dev/null || { echo "missing $t (apt-get install fasta3)" >&2; exit 1; }
 done
 
@@ -128,6 +129,13 @@ run ssearch36_nameless.m10        ssearch36 -m 10 -T 1 -z 3 inputs/nameless_quer
 run ssearch36_annot_m9c.m10       ssearch36 -m 10 -m 9c -T 1 -z 3 -V "*@" -b 10 -d 6 inputs/annot.aa inputs/prot_test.lib
 run ssearch36_dna_pieces.m10      ssearch36 -m 10 -T 1 -z 3 -N 2000 inputs/mgstm1.nt inputs/chr_small.fa
 run ssearch36_m9i.m10             ssearch36 -m 10 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib
+
+# ---- peptide mixtures (fasts/fastm: "linked" peptides, one FASTA entry of comma-separated
+# fragments; the announce line reads "- 39 aa in 6 fragments"), against proteins and, translated, DNA
+run fasts36_peptides.m10          fasts36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs/prot_test.lib
+run fastm36_peptides.m10          fastm36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs/prot_test.lib
+run tfasts36_peptides.m10         tfasts36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs/gst.nlib
+run tfastm36_peptides.m10         tfastm36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs/gst.nlib
 
 # -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
 ssearch36 -m "F10 ssearch36_F10_file.m10" -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa > /dev/null

@@ -19,7 +19,8 @@ from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
 
-_QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?\s*$")
+_QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?"
+                     rb"(?:\s+in\s+(?P<fragments>\d+)\s+fragments)?\s*$")  # fastf/fasts/fastm: peptide sets
 _QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
 _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
 _LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
@@ -186,6 +187,8 @@ def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tu
         run_index=run.index,
         run_query_number=int(m.group(1)),
     )
+    if m.group("fragments") is not None:
+        q.query_fragments = int(m.group("fragments"))
     note = m.group(5)
     if note is not None:
         q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())

@@ -1,0 +1,78 @@
+"""Peptide-mixture programs (issue 12, part 1): fasts36, fastm36 and their translated forms read
+a query that is a set of peptides; the announce line reads "- 39 aa in 6 fragments" while the
+summary line counts 44 (the separators).  Real outputs in samples/pasta (commands in
+make_samples.sh).  Biopython 1.88 cannot read them (its announce-line pattern stops at "aa"),
+so every value is pinned against the file's own lines, read here independently."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingest.parsers.pasta import parse
+
+
+def parse_file(path: Path, fast: bool = True):
+    with open(path, "rb") as handle:
+        return list(parse(handle, str(path), fast=fast))
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
+BIN = Path(sys.executable).parent / "sci-ingest"
+PEPTIDE_SAMPLES = {  # file: (program, field prefix, library type)
+    "fasts36_peptides.m10": ("fasts36", "fs", "protein"),
+    "fastm36_peptides.m10": ("fastm36", "fm", "protein"),
+    "tfasts36_peptides.m10": ("tfasts36", "tfs", "dna"),
+    "tfastm36_peptides.m10": ("tfastm36", "tfm", "dna"),
+}
+
+
+def _from_the_file(path: Path, prefix: str) -> dict:
+    """What the report's own lines say: the announce line and each hit's scores, in order."""
+    text = path.read_text()
+    announce = re.search(r"^\s*1>>>(\S+) .* - (\d+) aa in (\d+) fragments$", text, re.M)
+    hits = re.findall(rf"^>>(\S+).*\n; {prefix}_frame: (\S+)\n; {prefix}_initn: +(\d+)\n; {prefix}_init1: +(\d+)\n"
+                      rf"; {prefix}_opt: +(\d+)\n; {prefix}_z-score: +(\S+)\n; {prefix}_bits: +(\S+)\n"
+                      rf"; {prefix}_expect: +(\S+)\n", text, re.M)
+    return {"query_id": announce.group(1), "length": int(announce.group(2)), "fragments": int(announce.group(3)),
+            "hits": [(h[0], h[1], int(h[4]), int(h[2]), int(h[3]), float(h[5]), float(h[6]), float(h[7]))
+                     for h in hits]}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "checking path"])
+@pytest.mark.parametrize("name", sorted(PEPTIDE_SAMPLES))
+def test_peptide_mixture_reports_parse_with_the_files_values(name, fast):
+    program, prefix, library_type = PEPTIDE_SAMPLES[name]
+    path = SAMPLES / name
+    truth = _from_the_file(path, prefix)
+    assert truth["hits"], "the pattern found the file's hits"
+    (query,) = parse_file(path, fast)
+    assert (query.query_id, query.query_length, query.query_fragments) == (
+        truth["query_id"], truth["length"], truth["fragments"])
+    assert (query.program, query.query_type, query.library_type) == (program, "protein", library_type)
+    got = [(h.hit_id, h.hsps[0].frame, h.hsps[0].opt_score, h.hsps[0].initn_score, h.hsps[0].init1_score,
+            h.hsps[0].z_score, h.hsps[0].bits, h.hsps[0].evalue) for h in query.hits if h.hsps]
+    assert got == truth["hits"]
+    for hit in query.hits:
+        for hsp in hit.hsps:  # coordinates inside the query (39 residues) and the hit
+            assert 1 <= hsp.query_start <= hsp.query_end <= query.query_length
+            assert 1 <= hsp.hit_start <= hsp.hit_end <= hit.hit_length
+
+
+def test_the_command_line_parses_every_peptide_sample(tmp_path):
+    paths = [str(SAMPLES / n) for n in sorted(PEPTIDE_SAMPLES)]
+    out = subprocess.run([str(BIN), "parse", *paths], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    blocks = sum(len(re.findall(r"^\s*\d+>>>", Path(p).read_text(), re.M)) for p in paths)
+    lines = out.stdout.splitlines()
+    assert len(lines) == blocks == len(PEPTIDE_SAMPLES)
+    assert {json.loads(line)["query_fragments"] for line in lines} == {6}
+
+
+def test_an_ordinary_query_has_no_fragment_count():
+    (query,) = parse_file(SAMPLES / "ssearch36_prot.m10")
+    assert query.query_fragments is None and "query_fragments" not in query.to_dict()
