@@ -48,20 +48,24 @@ class ChunkTable:
 
 def chunk_table(client, db_name: str, collection: str) -> ChunkTable | None:
     """The chunks of ``collection`` when it is sharded on a single hashed field; None otherwise."""
-    from pymongo.errors import OperationFailure
+    from ingest.errors import DatabaseError, ServerUnavailable
+    from ingest.mongo import db_errors
 
     if client.admin.command("hello").get("msg") != "isdbgrid":
         return None
     config = client["config"]
     try:
-        entry = config["collections"].find_one({"_id": f"{db_name}.{collection}"})
-        if not entry:
-            return None
-        selector = {"uuid": entry["uuid"]} if entry.get("uuid") is not None else {"ns": f"{db_name}.{collection}"}
-        rows = list(config["chunks"].find(selector, {"min": 1, "max": 1, "shard": 1}).sort("min", 1))
-    except OperationFailure as exc:  # a user who may not read `config`: plan as elsewhere
-        log.warning("cannot read the chunk table of %s.%s (%s); planning without it", db_name, collection,
-                    exc.details.get("codeName") if exc.details else exc)
+        with db_errors(f"reading the chunk table of {db_name}.{collection}"):
+            entry = config["collections"].find_one({"_id": f"{db_name}.{collection}"})
+            if not entry:
+                return None
+            selector = ({"uuid": entry["uuid"]} if entry.get("uuid") is not None
+                        else {"ns": f"{db_name}.{collection}"})
+            rows = list(config["chunks"].find(selector, {"min": 1, "max": 1, "shard": 1}).sort("min", 1))
+    except ServerUnavailable:
+        raise
+    except DatabaseError as exc:  # e.g. a user who may not read `config`: plan as elsewhere
+        log.warning("cannot read the chunk table of %s.%s (%s); planning without it", db_name, collection, exc)
         return None
     return table_from(entry, rows)
 

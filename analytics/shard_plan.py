@@ -102,15 +102,21 @@ def read_keys(db, collection: str, key_field: str) -> KeySample:
     documents are read and measured here.  A document without the field has
     the key null, as MongoDB places it.
     """
+    from ingest.errors import DatabaseError, ServerUnavailable
+    from ingest.mongo import db_errors
+
     keys: list = []
     sizes: list[int] = []
     try:
-        cursor = db[collection].aggregate(
-            [{"$project": {"_id": 0, "k": f"${key_field}", "s": {"$bsonSize": "$$ROOT"}}}], batchSize=10_000)
-        for doc in cursor:
-            keys.append(doc.get("k"))
-            sizes.append(int(doc["s"]))
-    except Exception:  # noqa: BLE001 - no $bsonSize here: measure the raw documents instead
+        with db_errors(f"reading the {key_field} keys of {collection}"):
+            cursor = db[collection].aggregate(
+                [{"$project": {"_id": 0, "k": f"${key_field}", "s": {"$bsonSize": "$$ROOT"}}}], batchSize=10_000)
+            for doc in cursor:
+                keys.append(doc.get("k"))
+                sizes.append(int(doc["s"]))
+    except ServerUnavailable:
+        raise
+    except DatabaseError:  # no $bsonSize here: measure the raw documents instead
         from bson.codec_options import CodecOptions
         from bson.raw_bson import RawBSONDocument
 
