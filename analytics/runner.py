@@ -127,10 +127,11 @@ def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object, list]
     running: deque = deque()
     done = []
     args = (analysis.partition, stream.columns)
+    keys_of = None if stream.sorted else stream.group_key  # a group's chunks are known only to an unsorted stream
     for count, raw in read_chunks(stream):
         if count < stream.chunk_rows and not running and not done:
-            return [_apply_chunk(*args, raw, stream.group_key)]  # the only chunk: no round trip
-        running.append(client.submit(_apply_chunk, *args, raw, stream.group_key, pure=False))
+            return [_apply_chunk(*args, raw, keys_of)]  # the only chunk: no round trip
+        running.append(client.submit(_apply_chunk, *args, raw, keys_of, pure=False))
         if len(running) >= window:  # chunks are alike: waiting for the oldest keeps the window full
             done.append(running.popleft().result())
     done.extend(future.result() for future in running)
