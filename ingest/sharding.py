@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
-from ingest.errors import ConfigError, UnsupportedFeature
+from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
+from ingest.hashkey import INT64_MAX
 
 __all__ = ["KEYS", "key_filter", "ClusterState", "CollectionState", "Command", "inspect", "plan_commands",
            "run_commands", "shard", "ShardOutcome", "hashed_split_points", "chunks_per_shard"]
@@ -48,7 +49,6 @@ WHY = {
 }
 KEYS: dict[str, tuple[str, str]] = {coll: (key, WHY[coll]) for coll, key in SHARD_KEYS.items()}
 
-INT64_MAX = 2**63 - 1
 
 
 def key_filter(collection: str, doc: dict) -> dict:
@@ -234,8 +234,6 @@ def shard(client, db_name: str, *, dry_run: bool = False, version: str | None = 
     Each collection's commands run together; one the cluster refuses is
     reported in its outcome and the others go on.
     """
-    from ingest.errors import SciIngestError
-
     if shards is not None and shards < 1:
         raise ConfigError(f"--shards must be at least 1, not {shards}")
     state = inspect(client, db_name, version=version, shards=shards)
