@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -305,6 +306,25 @@ def _add_user(args, settings) -> int:
     return 0
 
 
+def _ejson_nonfinite(obj):
+    """``obj`` with every non-finite float as MongoDB Extended JSON (``{"$numberDouble":
+    "Infinity"}``, ``"-Infinity"``, ``"NaN"``: JSON has no such numbers); ``obj`` itself when
+    it holds none."""
+    if isinstance(obj, float):
+        if obj != obj:
+            return {"$numberDouble": "NaN"}
+        if obj in (math.inf, -math.inf):
+            return {"$numberDouble": "Infinity" if obj > 0 else "-Infinity"}
+        return obj
+    if isinstance(obj, dict):
+        out = {k: _ejson_nonfinite(v) for k, v in obj.items()}
+        return obj if all(out[k] is v for k, v in obj.items()) else out
+    if isinstance(obj, list):
+        items = [_ejson_nonfinite(v) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else items
+    return obj
+
+
 def cmd_parse(args) -> int:
     from ingest import parsers
     from ingest.errors import ParseError
@@ -318,9 +338,15 @@ def cmd_parse(args) -> int:
 
     def dumps(obj) -> bytes:  # one JSON line
         try:
-            return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+            data = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
         except TypeError:  # e.g. an integer beyond 64 bits: the standard encoder takes anything JSON can hold
-            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            obj = _ejson_nonfinite(obj)
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        if b"null" in data:  # orjson writes inf and nan as null (a wrong value): walk the rare line with a null
+            fixed = _ejson_nonfinite(obj)
+            if fixed is not obj:
+                data = orjson.dumps(fixed, option=orjson.OPT_APPEND_NEWLINE)
+        return data
 
     def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)

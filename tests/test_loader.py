@@ -286,3 +286,14 @@ def test_paths_that_vanish_or_turn_unreadable_after_discovery_fail_alone(db, mon
     assert db.searches.count_documents({}) == 0  # both search files failed: nothing of them written
     assert db.materials.count_documents({}) == 300
     assert db.ingest_files.find_one({"_id": str(gone.resolve())})["status"] == "failed"
+
+
+def test_infinite_scores_are_stored_as_the_doubles_the_file_printed(db, tmp_path, load_files):
+    """fastf36 -z 3 on a small library prints "; ff_z-score:  inf": BSON has the double."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(PASTA / "fastf36_peptides.m10", folder / "fastf36_peptides.m10")
+    result = load_files([folder], "inf")
+    assert result.count("loaded") == 1 and not result.failed
+    (hsp,) = db.hits.find_one({"hit_id": "GT8.7"})["hsps"]
+    assert (hsp["z_score"], hsp["bits"], hsp["evalue"]) == (float("inf"), float("inf"), 0.0)

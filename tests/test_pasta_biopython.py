@@ -78,6 +78,8 @@ BIO_RAISES = [
     "fastm36_peptides.m10",
     "tfasts36_peptides.m10",
     "tfastm36_peptides.m10",
+    "fastf36_peptides.m10",
+    "tfastf36_peptides.m10",
 ]
 
 

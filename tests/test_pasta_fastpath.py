@@ -100,6 +100,23 @@ def test_fast_path_agrees_with_checking_path_on_damaged_input(case, sequences):
     assert dicts[2] == fast[2]
 
 
+def test_a_first_hit_without_score_lines_is_refused_on_both_paths():
+    """Found by the test above: the first hit's score lines moved up among the query's
+    parameters left its ``>>`` line followed by the query side; the fast path learned a layout
+    of no score lines from it and read the file as complete."""
+    data = (SAMPLES / "ssearch36_prot.m10").read_bytes()
+    hit = data.index(b">>GT8.7")
+    nl = data.index(b"\n", hit) + 1
+    side = data.index(b">GTT1_DROME ..", hit)
+    moved = data[:hit] + data[nl:side] + data[hit:nl] + data[side:]
+    assert moved.count(b"\n") == data.count(b"\n") and moved != data
+    for sequences in (True, False):
+        fast = _run(moved, "x.m10", True, sequences)
+        slow = _run(moved, "x.m10", False, sequences)
+        assert slow[1] is not None and "no '; key: value' lines after a '>>' hit line" in slow[1][1]
+        assert fast[1] == slow[1]
+
+
 def _checking_path_calls(data: bytes, name: str, **kw) -> int:
     """How many hit blocks the checking path (``_parse_hit``) parsed: its calls are
     counted by a profile hook (matching its code object); nothing is replaced."""

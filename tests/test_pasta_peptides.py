@@ -1,8 +1,11 @@
-"""Peptide-mixture programs (issue 12, part 1): fasts36, fastm36 and their translated forms read
+"""Peptide-mixture programs (issue 12, part 1): fasts36, fastm36, fastf36 and their translated forms read
 a query that is a set of peptides; the announce line reads "- 39 aa in 6 fragments" while the
 summary line counts 44 (the separators).  Real outputs in samples/pasta (commands in
 make_samples.sh).  Biopython 1.88 cannot read them (its announce-line pattern stops at "aa"),
-so every value is pinned against the file's own lines, read here independently."""
+so every value is pinned against the file's own lines, read here independently.
+
+fastf36/tfastf36 with -z 3 on these small libraries print "; ff_z-score:  inf" and bits "inf"
+(the statistics overflow): read as float('inf'), written by `parse` as Extended JSON."""
 
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ PEPTIDE_SAMPLES = {  # file: (program, field prefix, library type)
     "fastm36_peptides.m10": ("fastm36", "fm", "protein"),
     "tfasts36_peptides.m10": ("tfasts36", "tfs", "dna"),
     "tfastm36_peptides.m10": ("tfastm36", "tfm", "dna"),
+    "fastf36_peptides.m10": ("fastf36", "ff", "protein"),
+    "tfastf36_peptides.m10": ("tfastf36", "tff", "dna"),
 }
 
 
@@ -70,7 +75,52 @@ def test_the_command_line_parses_every_peptide_sample(tmp_path):
     blocks = sum(len(re.findall(r"^\s*\d+>>>", Path(p).read_text(), re.M)) for p in paths)
     lines = out.stdout.splitlines()
     assert len(lines) == blocks == len(PEPTIDE_SAMPLES)
-    assert {json.loads(line)["query_fragments"] for line in lines} == {6}
+    fragments = [int(re.search(r" in (\d+) fragments$", Path(p).read_text(), re.M).group(1)) for p in paths]
+    assert [json.loads(line)["query_fragments"] for line in lines] == fragments
+    assert set(fragments) == {4, 6}
+
+
+def test_infinite_scores_are_written_as_extended_json_not_null():
+    """JSON has no infinity and orjson would write null: `parse` writes MongoDB Extended JSON,
+    which bson.json_util (and mongoimport) read back as the double the file printed."""
+    from bson import json_util
+
+    path = SAMPLES / "fastf36_peptides.m10"
+    assert "; ff_z-score:  inf" in path.read_text()
+    out = subprocess.run([str(BIN), "parse", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "null" not in out.stdout
+    plain = json.loads(out.stdout)
+    assert plain["hits"][0]["hsps"][0]["z_score"] == {"$numberDouble": "Infinity"}
+    back = json_util.loads(out.stdout)
+    hsp = back["hits"][0]["hsps"][0]
+    assert (hsp["z_score"], hsp["bits"], hsp["evalue"]) == (float("inf"), float("inf"), 0.0)
+    assert back["hits"][0]["hsps"][0]["opt_score"] == 251
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "checking path"])
+@pytest.mark.parametrize("printed, expected", [("-inf", float("-inf")), ("nan", "nan"), ("-nan", "nan")])
+def test_every_non_finite_number_glibc_prints_is_read(tmp_path, printed, expected, fast):
+    text = (SAMPLES / "fastf36_peptides.m10").read_text()
+    path = tmp_path / "x.m10"
+    path.write_text(text.replace("; ff_z-score:  inf", f"; ff_z-score:  {printed}", 1))
+    (query,) = parse_file(path, fast)
+    z = query.hits[0].hsps[0].z_score
+    assert (z != z) if expected == "nan" else z == expected
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "checking path"])
+@pytest.mark.parametrize("printed", ["infinity", "1_0", "in f", "0x10"])
+def test_numbers_fasta_does_not_print_are_refused_with_the_line(tmp_path, printed, fast):
+    from ingest.errors import ParseError
+
+    text = (SAMPLES / "fastf36_peptides.m10").read_text()
+    path = tmp_path / "x.m10"
+    path.write_text(text.replace("; ff_z-score:  inf", f"; ff_z-score:  {printed}", 1))
+    line = 1 + text[: text.index("; ff_z-score:  inf")].count("\n")
+    with pytest.raises(ParseError) as err:
+        parse_file(path, fast)
+    assert f"x.m10:{line}:" in str(err.value) and "not a number" in str(err.value)
 
 
 def test_an_ordinary_query_has_no_fragment_count():

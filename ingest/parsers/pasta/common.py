@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 
 _INT = re.compile(rb"\s*[-+]?\d+\s*")
-_FLOAT = re.compile(rb"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+# FASTA prints scores with printf: "inf", "-inf", "nan" and "-nan" (glibc) where its statistics
+# overflow (e.g. fastf36 -z 3 on a small library gives "; ff_z-score:  inf").  They are read as
+# the float they denote; `sci-ingest parse` writes them as Extended JSON ({"$numberDouble": ...}).
+_FLOAT = re.compile(rb"\s*[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)\s*")
 # the same for str values (_typed)
 _INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
 _FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASCII)
@@ -23,6 +26,14 @@ RESIDUE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz*-/\\."
 def _not_residues(seq: bytes) -> bytes:
     """The bytes of ``seq`` (newlines aside) that cannot be residues (empty when all can)."""
     return seq.translate(None, RESIDUE_BYTES + b"\n")
+
+
+def _number(value: bytes, typ):
+    """``typ(value)`` (int or float) if ``value`` is such a number as FASTA prints, else
+    ValueError (Python's own int()/float() also take "1_000", "infinity" and the like)."""
+    if not (_INT if typ is int else _FLOAT).fullmatch(value):
+        raise ValueError(value)
+    return typ(value)
 
 
 def _typed(value: str):

@@ -57,7 +57,7 @@ _HEAD_FAST = re.compile(_SCORES + _SIDE_KV)
 _FRAMES = {b"f": "f", b"r": "r"}
 
 _INT_V = rb"(-?\d++)"
-_FLOAT_V = rb"([-+.eE0-9]++)"  # with float(): exactly what _FLOAT accepts, unpadded
+_FLOAT_V = rb"([-+.eE0-9]++|-?inf|-?nan)"  # with float(): exactly what _FLOAT accepts, unpadded
 # _HEAD_FAST's score groups, in order: the key suffix and the strict value pattern
 _SCORE_SLOTS = (
     (b"frame", rb"([^\n]*+)"),
@@ -147,6 +147,8 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     if m is None:
         return None
     keys = _SCORE_KEYS.findall(buf, nl + 1, m.start(12))
+    if not keys:  # no score lines: not -m 10 alignments, the checking path says where
+        return None
     sig = b"|".join(b"".join(k) for k in keys)
     pat = _LAYOUTS.get(sig)
     if pat is None and len(_LAYOUTS) < 64:

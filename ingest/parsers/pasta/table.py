@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
-from ingest.parsers.pasta.common import _INT, _decode, _orient
+from ingest.parsers.pasta.common import _INT, _decode, _number, _orient
 
 # identity, similarity and alignment length: -m 9 columns (after the tab), and with
 # -m 9i / 9I plain columns of the best-scores table
@@ -198,7 +198,7 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
                 continue
             attr, typ = spec
         try:
-            setattr(hsp, attr, typ(val))
+            setattr(hsp, attr, _number(val, typ))
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
     hsp.score = hsp.opt_score
@@ -241,13 +241,13 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
     for col, val in zip(names, values):
         try:
             if col in _TABLE9_COORDS:
-                coords[col] = int(val)
+                coords[col] = _number(val, int)
                 continue
             spec = _TABLE9_COLS.get(col)
             if spec is None:
                 continue  # pn0 px0 pn1 px1: the bounds of the sequences
             name, typ = spec
-            v = typ(val)
+            v = _number(val, typ)
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
         if name in ("identity", "similarity", "overlap"):
