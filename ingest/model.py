@@ -116,6 +116,9 @@ class Query:
     query_length: int | None = None
     #: fastf/fasts/fastm (and tfast*): the query is a set of peptides, "- 39 aa in 6 fragments"
     query_fragments: int | None = None
+    #: a long query searched in segments (parsers/pasta/segments.py): {index, count, offset, length};
+    #: query_length is then the whole query's
+    query_segment: dict[str, int] | None = None
     query_type: str | None = None
     library_type: str | None = None
     searched_strand: str | None = None

@@ -297,3 +297,19 @@ def test_infinite_scores_are_stored_as_the_doubles_the_file_printed(db, tmp_path
     assert result.count("loaded") == 1 and not result.failed
     (hsp,) = db.hits.find_one({"hit_id": "GT8.7"})["hsps"]
     assert (hsp["z_score"], hsp["bits"], hsp["evalue"]) == (float("inf"), float("inf"), 0.0)
+
+
+def test_a_long_query_loads_as_one_search_per_segment(db, tmp_path, load_files):
+    """Each segment of a long query is its own `searches` document, with the whole query's
+    length; its hits keep whole-query coordinates."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(PASTA / "ssearch36_long_query.m10", folder / "long.m10")
+    result = load_files([folder], "long")
+    assert result.count("loaded") == 1 and not result.failed
+    segments = list(db.searches.find({"query_id": "clone_long"}).sort("query_segment.index", 1))
+    assert [(s["query_segment"]["offset"], s["query_length"]) for s in segments] == [
+        (1, 86314), (39991, 86314), (79981, 86314)]
+    starts = sorted(h["hsps"][0]["query_start"] for h in db.hits.find({"query_id": "clone_long"}))
+    assert starts[0] == 2098 and 82001 in starts
+    assert db.searches.count_documents({"query_id": "pGT875", "query_segment": {"$exists": False}}) == 1

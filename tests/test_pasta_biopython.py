@@ -59,6 +59,10 @@ BIO_PARSES = [
     "ssearch36_m9i.m10",  # -m 10 -m 9i: no ">>><<<" after the query
     "ssearch36_F10_file.m10",  # -m "F10 FILE": no ">>><<<" after each query
     "ssearch36_dna_pieces.m10",  # one sequence in pieces: Biopython keeps a piece's length
+    # a long query searched in segments: Biopython gives each segment's length and the
+    # announce text with its " - 39990 nt" suffixes as the description (see test_field_by_field)
+    "fasta36_long_query.m10",
+    "ssearch36_long_query.m10",
 ]
 BIO_RAISES = [
     "fasta36_dna_ref.m10",
@@ -139,8 +143,14 @@ def test_field_by_field(name):
     assert [q.query_id for q in mine] == [q.id for q in theirs]
     compared = 0
     for q, b in zip(mine, theirs):
-        assert q.query_length == b.seq_len
-        assert (q.query_description or "") == b.description.strip()
+        if q.query_segment is None:
+            assert q.query_length == b.seq_len
+            assert (q.query_description or "") == b.description.strip()
+        else:  # Biopython: the segment's length, the description with the suffixes FASTA appends
+            assert q.query_segment["length"] == b.seq_len
+            index = q.query_segment["index"]
+            assert b.description.strip() == q.query_description + "".join(
+                f" - {n} nt" for n in (39990,) * (index - 1))
         assert q.program.startswith(b.program)  # "ssearch36" / "ssearch"
         assert q.version.split()[0] == b.version  # "36.3.8i Nov, 2022" / "36.3.8i"
         if q.params is not None:

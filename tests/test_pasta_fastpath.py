@@ -117,6 +117,21 @@ def test_a_first_hit_without_score_lines_is_refused_on_both_paths():
         assert fast[1] == slow[1]
 
 
+def test_a_query_line_spliced_into_an_alignment_is_refused_on_both_paths():
+    """Found by the mutation test: in a run without ">>><<<" (-m "F10 FILE") a query line
+    duplicated among an alignment's sequence lines was read as a sequence line when
+    sequences were skipped."""
+    data = (SAMPLES / "ssearch36_F10_file.m10").read_bytes()
+    qline = next(line for line in data.splitlines(keepends=True) if line.startswith(b"  3>>>"))
+    at = data.index(b"\n", data.index(b"; al_display_start:", data.index(b"  2>>>"))) + 1
+    spliced = data[:at] + qline + data[at:]
+    for sequences in (True, False):
+        fast = _run(spliced, "x.m10", True, sequences)
+        slow = _run(spliced, "x.m10", False, sequences)
+        assert slow[1] is not None and fast[1] == slow[1]
+        assert fast[0] == slow[0]
+
+
 def _checking_path_calls(data: bytes, name: str, **kw) -> int:
     """How many hit blocks the checking path (``_parse_hit``) parsed: its calls are
     counted by a profile hook (matching its code object); nothing is replaced."""

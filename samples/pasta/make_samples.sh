@@ -73,6 +73,23 @@ with open("inputs/chr_small.fa", "w") as f:
     f.write(">chrT synthetic chromosome: 6000 random nt with pGT875 (mgstm1.nt) at 2501\n")
     f.write("\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
 PY
+# a "genomic clone" longer than FASTA's longest query (MAXTST 40000): 85000 random nt (seeded) with
+# pGT875 (mgstm1.nt, 657 nt) across the first segment boundary (39,990 nt) at 39501 and,
+# reverse-complemented, inside the third segment at 82001; then a short query after it
+python3 - <<'PY'
+import random
+r = random.Random(11)
+seq = "".join(open("inputs/mgstm1.nt").read().split("\n", 1)[1].split()).upper()
+rc = "".join({"A": "T", "C": "G", "G": "C", "T": "A"}.get(c, "N") for c in reversed(seq))
+s = "".join(r.choice("ACGT") for _ in range(85000))
+s = s[:39500] + seq + s[39500:]
+s = s[:82000] + rc + s[82000:]
+with open("inputs/clone_long.fna", "w") as f:
+    f.write(">clone_long synthetic clone: 85000 random nt with pGT875 (mgstm1.nt) at 39501"
+            " and reverse-complemented at 82001\n")
+    f.write("\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
+PY
+cat inputs/clone_long.fna inputs/mgstm1.nt > inputs/clone_long_and_short.fna
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -141,6 +158,11 @@ run tfastm36_peptides.m10         tfastm36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs
 # bits "inf" and E() 0 are what the program prints, and what the parser reads.
 run fastf36_peptides.m10          fastf36 -m 10 -T 1 -z 3 inputs/m1r.aa inputs/prot_test.lib
 run tfastf36_peptides.m10         tfastf36 -m 10 -T 1 -z 3 inputs/m1r.aa inputs/gst.nlib
+
+# a long query searched in segments of 39,990 nt (three query blocks with one id; the announce
+# line gains " - N nt" at each), then an ordinary query
+run fasta36_long_query.m10         fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna inputs/gst.nlib
+run ssearch36_long_query.m10       ssearch36 -m 10 -T 1 -z 3 inputs/clone_long_and_short.fna inputs/mgstm1.nt
 
 # -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
 ssearch36 -m "F10 ssearch36_F10_file.m10" -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa > /dev/null

@@ -1,5 +1,6 @@
 r"""Parser for FASTA-suite ``-m 10`` output ("PASTA"): ssearch36, fasta36, ggsearch36,
-glsearch36, lalign36, fastx36, fasty36, tfastx36, tfasty36.
+glsearch36, lalign36, fastx36, fasty36, tfastx36, tfasty36, fasts36, fastm36, fastf36,
+tfasts36, tfastm36, tfastf36.
 
 Entry points::
 
@@ -17,7 +18,8 @@ without building the objects first: its fast path builds the dicts of the hits i
   opens the file and gunzips ``.gz``), in 1 MiB chunks (``chunk_size``: the size asked
   of each ``handle.read()``; a read may return fewer bytes, as a pipe does, and the
   reader reads again), and holds one query block (in fact one hit block plus the hits
-  parsed so far) at a time.
+  parsed so far) at a time, and the query before it until the next line shows whether it
+  goes on in segments: a long query searched in segments is held whole (``segments``).
 * Yields one :class:`ingest.model.Query` (or its dict) per query block (``  N>>>`` ...
   ``>>><<<``), in file order.  Files made by concatenating several runs are accepted.
 * A complete file ends with ``>>>///``.  Queries completed before a point of damage
@@ -44,7 +46,8 @@ without building the objects first: its fast path builds the dicts of the hits i
 Modules of this package, one per reason to change: ``reader`` (the buffered reader:
 lines, table rows, hit blocks, their limits), ``query`` (runs and query blocks: the
 query's header and parameters, and the loop that hands each hit block to the fast path
-or the checking path), ``table`` (the best-scores table), ``checking`` (the checking
+or the checking path), ``segments`` (a long query searched in segments: its blocks
+held, numbered and checked), ``table`` (the best-scores table), ``checking`` (the checking
 path), ``fastpath`` (the fast path) and ``common`` (the helpers they share).
 
 Layout of a report (per query; lines not listed are ignored)::
@@ -88,7 +91,10 @@ field               source
 =================== =================================================================
 query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN aa vs``)
 query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty)
-query_length        LEN of the ``  N>>>`` line
+query_length        LEN of the ``  N>>>`` line; for a query searched in segments the sum of
+                    its segments' lengths (the whole query)
+query_fragments     ``in K fragments`` of the ``  N>>>`` line (fasts/fastm/fastf, tfast*)
+query_segment       a long query's segment: ``{index, count, offset, length}`` (segments.py)
 query_type          ``"protein"``/``"dna"``: fastx/fasty query is DNA, tfastx/tfasty
                     query is protein, otherwise the unit of the query line (aa/nt;
                     ``"dna"`` means nucleotides: an RNA query, ``-n``/``-U``, is "dna"

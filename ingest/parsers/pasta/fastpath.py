@@ -49,8 +49,9 @@ _SIDE_FAST = (
     rb"; al_start: (-?\d++)\n; al_stop: (-?\d++)\n; al_display_start: (-?\d++)\n"
 )
 _QSIDE_FAST = _SIDE_FAST.replace(rb"; sq_len: (\d++)", rb"; sq_len: \d++")
-# sequence (or consensus) lines: none starts with ";" or ">" (possessive: no backtracking)
-_SEQ_LINES = rb"((?:[^\n;>][^\n]*+\n)*+)"
+# sequence (or consensus) lines: none starts with ";" or ">", none holds a ">" (a query line "  3>>>..."
+# spliced into an alignment is damage: the checking path names it); possessive: no backtracking
+_SEQ_LINES = rb"((?:[^\n;>][^\n>]*+\n)*+)"
 # the score lines of an alignment in any order-compatible subset, then the query
 # side's header lines: used only to learn the layout of a file's alignments
 _HEAD_FAST = re.compile(_SCORES + _SIDE_KV)

@@ -10,11 +10,13 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Iterator
 
+from ingest.errors import ParseError
 from ingest.model import Hit, Query
 from ingest.parsers.pasta.checking import _parse_hit
 from ingest.parsers.pasta.common import _HitContext, _decode, _typed
 from ingest.parsers.pasta.fastpath import _fast_hits
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
+from ingest.parsers.pasta.segments import Segments, continuation_description
 from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
@@ -59,6 +61,15 @@ class _Run:
 
 
 def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True) -> Iterator:
+    held = Segments()  # a query is yielded once the next line shows whether it goes on in segments
+    try:
+        yield from _parse_held(r, sequences, warn, dicts, fast, held)
+    except ParseError:
+        yield from held.drop_partial()
+        raise
+
+
+def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held: Segments) -> Iterator:
     source = r.source
     run = _Run(1)
     query_index = 0
@@ -75,11 +86,19 @@ def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = 
             if run.complete:  # a new run without a header line
                 run = _Run(run.index + 1)
             query_index += 1
+            line_no = r.line_no
+            continued = held.continues(run, m)
+            if not continued:
+                yield from held.flush(r, dicts)
             q = _parse_query(r, m, run, query_index, sequences, warn, dicts, fast)
+            if continued:
+                continuation_description(q, held.first(), dicts)
+            held.add(q, line_no, run, m)
             run.queries += 1
             preamble = 0
-            yield q
             continue
+        if line.startswith((b">>>///", b"# ")):  # the end of a run ends a query, and its segments
+            yield from held.flush(r, dicts)
         if len(line) - len(line.translate(None, _CONTROL)) > 1:
             raise r.error("binary data (control characters): not a text report", r.line_no)
         if line.startswith(b">>>///"):
@@ -122,6 +141,7 @@ def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = 
             f"input ends after query {query_index} without the '>>>///' end-of-run line (truncated output?)",
             max(r.line_no, 1),
         )
+    yield from held.flush(r, dicts)
 
 
 def _types(program: str | None, unit: bytes) -> tuple[str, str]:
