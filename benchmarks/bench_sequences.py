@@ -4,6 +4,8 @@
         -> OUT_DIR/bench_queries.fa, OUT_DIR/bench_lib.fa
     python benchmarks/bench_sequences.py load-queries INPUTS_DIR OUT_DIR N
         -> OUT_DIR/bench_lib.fa and OUT_DIR/load_00000.fa ... load_<N-1>.fa
+    python benchmarks/bench_sequences.py dna INPUTS_DIR OUT_DIR
+        -> OUT_DIR/bench_dna_queries.fna, OUT_DIR/bench_dna_lib.fna
 
 INPUTS_DIR is ``samples/pasta/inputs``.  Standard library only.
 
@@ -19,6 +21,14 @@ INPUTS_DIR is ``samples/pasta/inputs``.  Standard library only.
   rate of 2 to 30 %, then the same substitution / insertion / deletion mutation as the
   library's.  Every file therefore has its own queries (and content), and file ``i`` is
   the same whatever ``N`` is, so a larger corpus starts with the smaller one's files.
+* **dna** (``make_large_pasta.sh``): the DNA side of the study, RNA-fragment-like
+  queries (``frag000001`` ...) against gene sequences with NCBI ``gi|NNN|ref|NM_...|`` ids
+  (FASTA drops a leading ``gi|NNN|`` from ids in alignments, which the parser reconciles;
+  Biopython 1.88 cannot read a gi| *query* id, whose alignment lines show ``ref|...``).  Library:
+  every DNA sequence of INPUTS_DIR (``gst.nlib``, ``*.seq``, ``*.nt``; 12 genes) plus mutated
+  copies, 60 sequences in all (``random.Random(DNA_SEED)``).  Queries: 900 fragments of
+  120 to 260 nt cut from library genes at random places, mutated at 0 to 12 %, a third of
+  them reverse-complemented.
 """
 
 from __future__ import annotations
@@ -31,6 +41,11 @@ LIBRARY_SEED = 20240611
 LIBRARY_SIZE = 1100
 LOAD_SEED = 20240611 * 100_000
 AA = "ACDEFGHIKLMNPQRSTVWY"
+NT = "ACGT"
+PEPTIDE_MIXTURES = ("ngts.aa", "m1r.aa")
+DNA_SEED = 20261123
+DNA_LIBRARY_SIZE = 60
+DNA_QUERIES = 900
 
 
 def read_fasta(path: Path) -> list[tuple[str, str]]:
@@ -46,18 +61,18 @@ def read_fasta(path: Path) -> list[tuple[str, str]]:
     return seqs
 
 
-def mutate(rng: random.Random, seq: str, rate: float) -> str:
+def mutate(rng: random.Random, seq: str, rate: float, alphabet: str = AA) -> str:
     """Substitutions (80 % of the changes), deletions (10 %) and insertions (10 %) at ``rate``."""
     out = []
     for c in seq:
         r = rng.random()
         if r < rate * 0.8:
-            out.append(rng.choice(AA))
+            out.append(rng.choice(alphabet))
         elif r < rate * 0.9:
             continue  # deletion
         elif r < rate:
             out.append(c)
-            out.append(rng.choice(AA))  # insertion
+            out.append(rng.choice(alphabet))  # insertion
         else:
             out.append(c)
     return "".join(out)
@@ -65,7 +80,9 @@ def mutate(rng: random.Random, seq: str, rate: float) -> str:
 
 def library(inputs: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(queries, library): the real example proteins, and the 1100-sequence library."""
-    files = sorted(inputs.glob("*.aa")) + [inputs / "prot_test.lib", inputs / "mu.lib"]
+    # not the peptide-mixture queries of fasts/fastm/fastf (comma-separated fragments)
+    files = sorted(f for f in inputs.glob("*.aa") if f.name not in PEPTIDE_MIXTURES)
+    files += [inputs / "prot_test.lib", inputs / "mu.lib"]
     queries, lib = [], []
     for f in files:
         for header, seq in read_fasta(f):
@@ -99,6 +116,34 @@ def load_queries(queries: list[tuple[str, str]], index: int) -> list[tuple[str, 
     return out
 
 
+def dna(inputs: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(queries, library) of the DNA benchmark (module docstring)."""
+    files = [inputs / "gst.nlib"] + sorted(inputs.glob("*.seq")) + sorted(inputs.glob("*.nt"))
+    genes = [(h, "".join(c for c in s if c in NT)) for f in files for h, s in read_fasta(f)]
+    genes = [(h, s) for h, s in genes if len(s) >= 300]
+    rng = random.Random(DNA_SEED)
+    lib = []
+    for n in range(DNA_LIBRARY_SIZE):
+        header, seq = genes[n % len(genes)]
+        if n >= len(genes):
+            rate = rng.choice((0.03, 0.08, 0.15, 0.25))
+            seq = mutate(rng, seq, rate, NT)
+            header = f"mutated copy ({int(rate * 100)}% changes) of {header}"
+        lib.append((f"gi|{880001 + n}|ref|NM_{880001 + n:06d}.1| {header}", seq))
+    comp = str.maketrans("ACGT", "TGCA")
+    queries = []
+    for n in range(DNA_QUERIES):
+        _, seq = lib[rng.randrange(len(lib))]
+        size = rng.randint(120, 260)
+        start = rng.randrange(max(1, len(seq) - size))
+        frag = mutate(rng, seq[start: start + size], rng.choice((0.0, 0.02, 0.05, 0.12)), NT)
+        strand = "-" if rng.random() < 1 / 3 else "+"
+        if strand == "-":
+            frag = frag.translate(comp)[::-1]
+        queries.append((f"frag{n + 1:06d} RNA fragment ({len(frag)} nt, {strand} strand)", frag))
+    return queries, lib
+
+
 def write_fasta(path: Path, records: list[tuple[str, str]]) -> None:
     with open(path, "w") as fh:
         for header, seq in records:
@@ -108,11 +153,17 @@ def write_fasta(path: Path, records: list[tuple[str, str]]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in ("library", "load-queries") or (argv[0] == "load-queries") != (len(argv) == 4):
+    if len(argv) < 3 or argv[0] not in ("library", "load-queries", "dna") or (argv[0] == "load-queries") != (len(argv) == 4):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     inputs, out = Path(argv[1]), Path(argv[2])
     out.mkdir(parents=True, exist_ok=True)
+    if argv[0] == "dna":
+        queries, lib = dna(inputs)
+        write_fasta(out / "bench_dna_queries.fna", queries)
+        write_fasta(out / "bench_dna_lib.fna", lib)
+        print(f"{len(queries)} DNA queries, {len(lib)} library sequences", file=sys.stderr)
+        return 0
     queries, lib = library(inputs)
     write_fasta(out / "bench_lib.fa", lib)
     if argv[0] == "library":

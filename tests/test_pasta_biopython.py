@@ -57,6 +57,8 @@ BIO_PARSES = [
     "ssearch36_range.m10",  # -M: our library name leaves out "(range: ...)", as Biopython's
     "ssearch36_rna.m10",
     "ssearch36_m9i.m10",  # -m 10 -m 9i: no ">>><<<" after the query
+    "ssearch36_m9i_d0.m10",  # idem with -d 0: the table runs into the next query's line
+    "tfastx36_m9C_table.m10",  # -m 9C rows of table-only hits
     "ssearch36_F10_file.m10",  # -m "F10 FILE": no ">>><<<" after each query
     "ssearch36_dna_pieces.m10",  # one sequence in pieces: Biopython keeps a piece's length
     # a long query searched in segments: Biopython gives each segment's length and the

@@ -155,12 +155,14 @@ def _checking_path_calls(data: bytes, name: str, **kw) -> int:
 def test_fast_path_takes_the_usual_alignments():
     """On the samples every alignment goes through the fast path (else it would
     silently stop being the fast one): count the hits left to the checking path."""
-    for name in sorted(p.name for p in SAMPLES.glob("*.m10")):
-        if name == "ssearch36_nameless.m10":
-            continue  # sequences FASTA shows without a name ("> ..") are rare: checking path
-        assert _checking_path_calls((SAMPLES / name).read_bytes(), name) == 0, name
-    nameless = (SAMPLES / "ssearch36_nameless.m10").read_bytes()
-    assert _checking_path_calls(nameless, "nameless") == 11  # each of its hits has a nameless query side
+    for sequences in (True, False):  # (without sequences the fast path checks other things)
+        for name in sorted(p.name for p in SAMPLES.glob("*.m10")):
+            if name == "ssearch36_nameless.m10":
+                continue  # sequences FASTA shows without a name ("> ..") are rare: checking path
+            assert _checking_path_calls((SAMPLES / name).read_bytes(), name, sequences=sequences) == 0, name
+        nameless = (SAMPLES / "ssearch36_nameless.m10").read_bytes()
+        # each of its hits has a nameless query side
+        assert _checking_path_calls(nameless, "nameless", sequences=sequences) == 11
     # the count sees the checking path: with fast=False it parses every aligned hit
     data = (SAMPLES / "ssearch36_prot.m10").read_bytes()
     aligned = sum(h.aligned for q in pasta.parse(io.BytesIO(data), "prot") for h in q.hits)

@@ -146,6 +146,11 @@ run ssearch36_nameless.m10        ssearch36 -m 10 -T 1 -z 3 inputs/nameless_quer
 run ssearch36_annot_m9c.m10       ssearch36 -m 10 -m 9c -T 1 -z 3 -V "*@" -b 10 -d 6 inputs/annot.aa inputs/prot_test.lib
 run ssearch36_dna_pieces.m10      ssearch36 -m 10 -T 1 -z 3 -N 2000 inputs/mgstm1.nt inputs/chr_small.fa
 run ssearch36_m9i.m10             ssearch36 -m 10 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib
+# -m 9i with -d 0 and several queries: no alignments, no summary line and no blank line, the
+# last table row runs into the next query's line
+run ssearch36_m9i_d0.m10          ssearch36 -m 10 -m 9i -T 1 -z 3 -d 0 inputs/prot_queries.fa inputs/prot_lib.fa
+# -m 9C rows of hits shown only in the table: their sw column (not the opt column) is the score
+run tfastx36_m9C_table.m10        tfastx36 -m 10 -m 9C -T 1 -z 3 -b 8 -d 2 inputs/mgstm1.aa inputs/dna_ref_lib.fna
 
 # ---- peptide mixtures (fasts/fastm: "linked" peptides, one FASTA entry of comma-separated
 # fragments; the announce line reads "- 39 aa in 6 fragments"), against proteins and, translated, DNA

@@ -18,8 +18,10 @@ MAX_BLOCK = 64 << 20  # largest accepted single hit block (bytes)
 LOOKAHEAD = 256 << 10  # bytes kept ahead of the position in the hit loop (at most chunk_size)
 
 _NEXT_QUERY = re.compile(rb"\n[ \t]*\d+>>>")  # a query line (in a run without ">>><<<")
-# the line after the best-scores table: blank (or white space) or a ">>>" line
-_ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>)")
+# the line after the best-scores table: blank (or white space), a ">>>" line, or the next
+# query's line (-m 9i with -d 0: no alignments, no summary line, no blank line after the table)
+_ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>|[ \t]*\d+>>>)")
+_QUERY_LINE = re.compile(rb"[ \t]*\d+>>>")
 # control characters but tab, line feed, vertical tab, form feed and carriage return:
 # more than one in a line outside the query blocks means binary data, not a report
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
@@ -120,7 +122,7 @@ class _Reader:
             if e - pos > MAX_LINE:
                 raise self.error(f"line longer than {MAX_LINE} bytes")
             line = buf[pos:e]
-            if not line.strip() or line.startswith(b">>>"):
+            if not line.strip() or line.startswith(b">>>") or _QUERY_LINE.match(line):
                 return rows, first, plus
             m = _ROW_END.search(buf, e, last + 1)
             end = last if m is None else m.start()

@@ -204,6 +204,10 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
     hsp.score = hsp.opt_score
     if nine is not None:
         _parse_row9(nine, cols9, hsp, qtype == "dna", ltype == "dna", bad)
+        if hsp.extra and "sw" in hsp.extra:
+            # the -m 9 "sw" column is the alignment's Smith-Waterman score, what an aligned
+            # hit's "; xx_score:" line gives (fasta36, fastx/y, tfastx/y: not the opt column)
+            hsp.score = hsp.extra["sw"]
     if rest == b"+-":
         return None, hsp
     if not rest.endswith(b")"):
