@@ -21,8 +21,8 @@ from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
 # "; pg_*"/"; mp_*" lines read before -> their (key, typed value) pairs: most repeat from one
-# query to the next of a run (program, matrix, gap penalties, algorithm); 900 queries of 12
-# lines cost 0.04 s of a 0.7 s parse without it
+# query to the next of a run (program, matrix, gap penalties, algorithm): 0.01-0.03 s of a
+# 0.6 s parse of 900 DNA queries (benchmarks/make_large_pasta.sh), measured
 _PARAM_LINES: dict[bytes, tuple] = {}
 
 _QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?"
@@ -63,7 +63,7 @@ class _Run:
         # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
         self.unterminated = False
         # the fast path's regex for the last query's alignments: the next query's are usually
-        # alike (learning a layout costs ~40 us a query: 900 queries of 40 hits, 4 % of the parse)
+        # alike (learning a layout was 2-3 % of a line profile of 900 queries of 40 hits)
         self.layout = None
 
 
