@@ -10,7 +10,10 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Iterable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time of `parse`)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 from ingest.fileio import display_path, is_displayable, kind_of
 
