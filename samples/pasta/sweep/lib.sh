@@ -1,0 +1,31 @@
+# helper: run NAME 'COMMAND' [M10FILE]   (COMMAND's stdout -> out/NAME.m10 unless M10FILE given)
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+SWEEP="${SWEEP:-${SWEEP_DIR:-${TMPDIR:-/tmp}/sci-ingest-sweep}}"
+PARSE="$ROOT/.venv/bin/sci-ingest"
+PY="$ROOT/.venv/bin/python"
+run() {
+    local name=$1 cmd=$2 m10=${3:-}
+    cd "$SWEEP" || return
+    if [ -n "$m10" ]; then
+        eval "$cmd" > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
+    else
+        m10="out/$name.m10"
+        eval "$cmd" > "$m10" 2> "out/$name.fasta.err"; frc=$?
+    fi
+    [ -f "$m10" ] || : > "$m10"
+    timeout 600 "$PARSE" parse "$m10" > "out/$name.jsonl" 2> "out/$name.parse.err"; prc=$?
+    timeout 600 "$PARSE" parse --no-sequences "$m10" > "out/$name.ns.jsonl" 2> "out/$name.ns.err"; nrc=$?
+    timeout 120 "$PY" "$ROOT/samples/pasta/sweep/check.py" "$m10" "out/$name.jsonl" "out/$name.ns.jsonl" "$cmd" > "out/$name.check.json" 2> "out/$name.check.err"
+    "$PY" - "$name" "$cmd" "$frc" "$prc" "$nrc" "$m10" >> results.jsonl <<'PYEOF'
+import json, sys
+name, cmd, frc, prc, nrc, m10 = sys.argv[1:]
+try:
+    chk = json.load(open(f"out/{name}.check.json"))
+except Exception as e:
+    chk = {"checker_error": open(f"out/{name}.check.err").read()[-500:]}
+print(json.dumps(dict(name=name, cmd=cmd, frc=int(frc), prc=int(prc), nrc=int(nrc), m10=m10,
+    fasta_err=open(f"out/{name}.fasta.err", errors="replace").read()[-300:],
+    parse_err=open(f"out/{name}.parse.err", errors="replace").read()[-600:], check=chk)))
+PYEOF
+    echo "$name frc=$frc prc=$prc nrc=$nrc $(head -c 400 out/$name.check.json)"
+}
