@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # FASTA-suite -m 10 option sweep for `sci-ingest parse` (FASTA 36.3.8i, Debian fasta3):
-#   bash samples/pasta/sweep/sweep.sh      (from anywhere; about 3 minutes; needs `make install`)
+#   bash samples/pasta/sweep/sweep.sh      (from anywhere; needs `make install`; up to an hour:
+#                                           check.py gives Biopython 20 s on each file)
 # Work folder: $SWEEP_DIR (default ${TMPDIR:-/tmp}/sci-ingest-sweep); summary: summary.py.
 # Each `run NAME 'COMMAND' [M10FILE]` runs COMMAND (stdout -> out/NAME.m10, or the -m F/-O file),
 # then sci-ingest parse (+ --no-sequences) and check.py; one JSON record per run in results.jsonl.
