@@ -279,8 +279,8 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             break
         ov = None if overlap is None else int(overlap)
         qseq = hseq = consensus = None
+        hit_lines += fixed + len(blank) + (al_code is not None) + (ann is not None)
         if sequences:
-            hit_lines += fixed + len(blank) + (al_code is not None) + (ann is not None)
             if qsq.translate(None, _RESIDUES_NL) or hsq.translate(None, _RESIDUES_NL):  # _not_residues, inlined
                 break  # the checking parser names the line
             qdisp = qsq.replace(b"\n", b"")
@@ -340,7 +340,6 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             # checked): see _SEQ_LINES.  bytes.find is memchr; bytes.count is ~0.5 ns a byte
             if qsq.find(b">") >= 0 or hsq.find(b">") >= 0:
                 break
-            hit_lines += fixed + len(blank) + (al_code is not None) + (ann is not None)
             hit_lines += qsq.count(b"\n") + hsq.count(b"\n")
             if cons is not None:
                 if cons.find(b">") >= 0:
