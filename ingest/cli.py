@@ -503,9 +503,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
 
+    from ingest.cli_bench import register as register_bench
     from ingest.cli_shard import register
 
     register(add, common)
+    register_bench(add, common)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""The experiments of ``sci-ingest bench``: each module binds its declarations to ``EXPERIMENTS``."""
