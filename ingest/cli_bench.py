@@ -72,8 +72,20 @@ def cmd_bench(args) -> int:
     except UnknownExperiment as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
+    from ingest.errors import SciIngestError
+
+    failed = []
     for experiment in experiments:
-        _run_one(experiment, size, settings, args)
+        try:
+            _run_one(experiment, size, settings, args)
+        except SciIngestError as exc:
+            if len(experiments) == 1:
+                raise
+            failed.append(experiment.name)  # `bench all`: the others still run
+            print(f"error: {experiment.name}: {exc}", file=sys.stderr)
+    if failed:
+        print(f"error: {len(failed)} of {len(experiments)} experiments failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

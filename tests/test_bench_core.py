@@ -126,3 +126,14 @@ def test_the_report_renders_in_a_real_browser(mongo_uri, mongo_client, tmp_path)
                    capture_output=True, timeout=120)  # fmt: skip
     assert shot.is_file() and shot.stat().st_size > 10_000  # rendered, not blank
     mongo_client.drop_database(db)
+
+
+def test_bench_all_goes_on_past_a_failed_experiment_and_exits_1():
+    unreachable = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300&directConnection=true"
+    proc = _cli("bench", "all", "--mongo-uri", unreachable, "-q", timeout=300)
+    assert proc.returncode == 1
+    for name in ORDER:  # each named on stderr, one line, with the reason
+        assert re.search(rf"^error: {re.escape(name)}: .*cannot reach MongoDB", proc.stderr, re.M), name
+    assert "10 of 10 experiments failed" in proc.stderr
+    one = _cli("bench", "workers", "--mongo-uri", unreachable, "-q", timeout=120)
+    assert one.returncode == 1 and "cannot reach MongoDB" in one.stderr and "Traceback" not in one.stderr
