@@ -11,6 +11,8 @@ and not the workers' imports.  Nothing here knows any analysis.
 from __future__ import annotations
 
 import logging
+import sys
+import types
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -51,6 +53,11 @@ def dask_client(scheduler_address: str | None = None,
 
     import dask
 
+    with _main_not_rerun():
+        yield from _local_client(dask, Client, LocalCluster, n_workers)
+
+
+def _local_client(dask, Client, LocalCluster, n_workers: int | None):
     try:
         # No statistical profiler in the workers: on Python 3.11 before 3.11.9 its
         # sys._current_frames() can deadlock a process whose threads come and go
@@ -77,6 +84,36 @@ def dask_client(scheduler_address: str | None = None,
             client.close()
     finally:
         cluster.close()
+
+
+@contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """While the block runs, worker processes started with ``spawn`` (Dask's default, and
+    what its nannies use to restart a worker) do not run this process's ``__main__`` again.
+
+    multiprocessing's spawn makes each child import the parent's main module (its path or
+    its module name) before the task.  The workers need nothing from it: every function
+    they run lives in ``ingest`` or ``analytics``.  And some mains must not run twice: inside
+    an Airflow task the main is Airflow's own entry point, whose import sets up Airflow's
+    metadata database, which a task may not touch (the worker died at once with
+    "Nanny failed to start worker process").  ``__main__`` is a stand-in without a file or
+    spec for the duration, so the children have nothing to import; fork is not the way out:
+    the task process has threads (pymongo's, Airflow's), and forkserver's children import
+    the main all the same.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or (getattr(main, "__spec__", None) is None and getattr(main, "__file__", None) is None):
+        yield
+        return
+    stand_in = types.ModuleType("__main__")
+    stand_in.__dict__.update({k: v for k, v in vars(main).items() if k not in ("__file__", "__spec__", "__loader__")})
+    stand_in.__spec__ = None
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("__main__") is stand_in:
+            sys.modules["__main__"] = main
 
 
 def thread_count(client) -> int:
