@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test bench lock server-start server-stop clean
+.PHONY: install run test bench lock server-start server-stop airflow clean
 
 install: $(STAMP)
 
@@ -44,6 +44,10 @@ bench: install
 # Re-resolve the pins after editing requirements.in.
 lock:
 	$(BIN)/uv pip compile --python-version 3.11 --prerelease=if-necessary-or-explicit --quiet requirements.in -o requirements.lock
+
+# Airflow 3 on the project's DAGs, on 127.0.0.1:8080 (PORT=...), until Ctrl-C: see `sci-ingest airflow --help`.
+airflow: install
+	$(BIN)/sci-ingest airflow --port $(or $(PORT),8080)
 
 server-start: install
 	$(BIN)/sci-ingest server start

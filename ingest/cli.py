@@ -503,12 +503,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
 
+    p = add("airflow", cmd_airflow, "run Airflow 3 locally on the project's DAGs (UI on 127.0.0.1), until Ctrl-C",
+            "examples:\n  sci-ingest airflow                 UI at http://127.0.0.1:8080/ (user admin)\n"
+            "  sci-ingest airflow --port 8795 --mongo-uri mongodb://db:27017/\n"
+            "\nAIRFLOW_HOME is <home>/airflow; without a URI the embedded server is started once and given to\n"
+            "the tasks as the mongo_default connection.\n")
+    p.add_argument("--port", type=int, default=8080, help="the UI's and API's port on 127.0.0.1 (default 8080)")
+
     from ingest.cli_bench import register as register_bench
     from ingest.cli_shard import register
 
     register(add, common)
     register_bench(add, common)
     return parser
+
+
+def cmd_airflow(args) -> int:
+    from ingest.airflow_local import run_local
+
+    return run_local(_settings(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
 def _stop_like_ctrl_c(signum, frame) -> None:

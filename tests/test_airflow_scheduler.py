@@ -1,0 +1,180 @@
+"""The DAG run the way Airflow runs it: ``sci-ingest airflow`` (api-server, scheduler with
+LocalExecutor, dag-processor, triggerer), a run triggered through Airflow's REST API, the
+tasks executed by the real scheduler in their own processes - not ``dag.test()``.
+
+This is what caught the analyze task failing under a real scheduler (Dask's spawned workers
+re-imported Airflow's entry point, which may not touch the metadata database inside a
+task).  About two minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pymongo
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DAG_IDS = {"sci_ingest"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Api:
+    def __init__(self, base: str, password: str):
+        self.base = base
+        self.token = self.call("POST", "/auth/token", {"username": "admin", "password": password},
+                               auth=False)["access_token"]  # fmt: skip
+
+    def call(self, method: str, path: str, body=None, auth: bool = True):
+        req = urllib.request.Request(self.base + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode())  # fmt: skip
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"null")
+
+
+def _wait(what: str, fn, timeout: float, every: float = 2.0, describe=None):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = fn()
+            if last:
+                return last
+        except OSError as exc:  # not listening yet
+            last = exc
+        time.sleep(every)
+    detail = describe() if describe else repr(last)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} ({detail})")
+
+
+def _listening(root: psutil.Process) -> list[tuple[str, str, int]]:
+    found = []
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    found.append((proc.name(), conn.laddr.ip, conn.laddr.port))
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.fixture()
+def local_airflow(tmp_path):
+    home = tmp_path / "home"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MONGODB_URI", "DASK_"))}
+    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0"})
+    log = open(tmp_path / "airflow.log", "wb")
+    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "sci-ingest"), "airflow", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        yield proc, port, home, tmp_path / "airflow.log"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+        subprocess.run([str(REPO / ".venv" / "bin" / "sci-ingest"), "server", "stop"], env=env, capture_output=True,
+                       timeout=60)  # fmt: skip
+
+
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "airflow").exists(), reason="Airflow is not installed (make install)")
+def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
+    proc, port, home, log_path = local_airflow
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        with urllib.request.urlopen(base + "/api/v2/monitor/health", timeout=5) as resp:
+            health = json.loads(resp.read())
+        return all(health.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "dag_processor"))
+
+    _wait("Airflow to be healthy", healthy, 180)
+    log_text = log_path.read_text()
+    password = re.search(r"user admin, password (\S+)", log_text).group(1)
+    mongo_uri = re.search(r"MongoDB: the embedded SecantusDB server, pid \d+, (\S+)", log_text).group(1)
+    api = Api(base, password)
+
+    # nothing outside loopback: the UI/API, and no log server on every interface
+    listening = _listening(psutil.Process(proc.pid))
+    assert listening and all(ip in ("127.0.0.1", "::1") for _, ip, _ in listening), listening
+
+    # the project's DAGs only (no example DAGs), parsed without errors
+    dags = _wait("the DAGs to be parsed", lambda: api.call("GET", "/api/v2/dags")["dags"], 120)
+    assert {d["dag_id"] for d in dags} == DAG_IDS
+    assert api.call("GET", "/api/v2/importErrors")["total_entries"] == 0
+
+    api.call("PATCH", "/api/v2/dags/sci_ingest", {"is_paused": False})
+    run = api.call("POST", "/api/v2/dags/sci_ingest/dagRuns",
+                   {"logical_date": None, "conf": {"paths": [str(REPO / "samples")]}})  # fmt: skip
+    run_id = run["dag_run_id"]
+    path = f"/api/v2/dags/sci_ingest/dagRuns/{run_id}"
+
+    def summary() -> dict:
+        tasks = api.call("GET", path + "/taskInstances")["task_instances"]
+        return {t["task_id"]: (t["state"], t["try_number"]) for t in tasks}
+
+    def finished():
+        states = summary()
+        bad = {k: v for k, v in states.items() if v[0] in ("up_for_retry", "failed", "upstream_failed")}
+        assert not bad, f"a task did not succeed at its first try: {states}"  # fail fast, not after the retries
+        state = api.call("GET", path)["state"]
+        return state if state in ("success", "failed") else None
+
+    assert _wait("the triggered run to finish", finished, 240, every=3, describe=summary) == "success", summary()
+    summary = summary()
+    # green at the first try: a retry would hide a task that only works the second time
+    assert summary == {"load": ("success", 1), "analyze": ("success", 1), "validate": ("success", 1)}
+
+    # the tasks wrote their stage timings under the Airflow run id, in the MongoDB Airflow was given
+    client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
+    try:
+        stages = {row["stage"] for row in client["sci_ingest"]["stage_timings"].find({"run_id": run_id})}
+    finally:
+        client.close()
+    assert {"load", "validate"} <= stages and any(s.startswith("analyze") for s in stages), stages
+
+    # Ctrl-C / SIGTERM stops every component
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(60) == 0
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, "the UI still answers after the stop"
+
+
+def test_airflow_env_keeps_airflow_local_and_hands_it_the_mongodb(tmp_path):
+    from ingest.airflow_local import _mongo_conn_uri, airflow_env
+
+    env = airflow_env(tmp_path, 8123, "mongodb://127.0.0.1:4000/?directConnection=true", base={"PATH": "/usr/bin"})
+    assert env["AIRFLOW_HOME"] == str(tmp_path / "airflow")
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO / "dags") and env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert env["AIRFLOW__API__HOST"] == "127.0.0.1" and env["AIRFLOW__API__BASE_URL"] == "http://127.0.0.1:8123"
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)  # airflow finds its own commands
+    assert env["AIRFLOW_CONN_MONGO_DEFAULT"] == "mongo://127.0.0.1:4000/?directConnection=true"
+    assert _mongo_conn_uri("mongodb://u:p@h:1") == "mongo://u:p@h:1/"
+    assert _mongo_conn_uri("mongodb+srv://c.example.net/db?tls=true") == "mongo://c.example.net/db?tls=true&srv=true"
+    with pytest.raises(ValueError):
+        _mongo_conn_uri("http://example.net/")
+    assert "AIRFLOW_CONN_MONGO_DEFAULT" not in airflow_env(tmp_path, 8123, None, base={})
