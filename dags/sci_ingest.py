@@ -64,7 +64,7 @@ def sci_ingest():
     @task(task_id="load", multiple_outputs=False)
     def load() -> dict:
         """Parse and load the input files; returns the load summary (pushed as XCom)."""
-        from ingest.airflow_support import paths_param, resolve_mongo_uri, run_task
+        from ingest.airflow_support import lineage_of, paths_param, resolve_mongo_uri, run_task
         from ingest.pipeline import task_load
 
         context = get_current_context()
@@ -73,25 +73,28 @@ def sci_ingest():
             context["run_id"],
             paths=paths_param(context["params"]),
             mongo_uri=resolve_mongo_uri(use_airflow=True),
+            lineage=lineage_of(context),
         )
 
     @task(task_id="analyze", multiple_outputs=False)
     def analyze() -> dict:
         """Run the analyses (Dask, reading MongoDB in partitions) over what is loaded."""
-        from ingest.airflow_support import resolve_mongo_uri, run_task
+        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
-        return run_task(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+        return run_task(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
+                        lineage=lineage_of(context))
 
     @task(task_id="validate", multiple_outputs=False)
     def validate() -> dict:
         """Great Expectations checks; a critical failure fails the task without retry."""
-        from ingest.airflow_support import resolve_mongo_uri, run_task
+        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 
         context = get_current_context()
-        return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True))
+        return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
+                        lineage=lineage_of(context))
 
     load() >> analyze() >> validate()
 

@@ -142,6 +142,14 @@ def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
     return items or None
 
 
+def lineage_of(context: Mapping[str, Any]) -> dict:
+    """The Airflow task of a task context, stamped on every stage-timing row it writes."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return {"dag_id": ti.dag_id, "run_id": context["run_id"], "task_id": ti.task_id,
+            "try_number": getattr(ti, "try_number", None), "map_index": None if map_index in (None, -1) else map_index}
+
+
 def run_task(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
     """Call a pipeline task function; fail the task without retries on deterministic errors.
 

@@ -172,7 +172,7 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
     started = time.perf_counter()
     summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(), timings.run_id,
                          options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan,
-                         server_pid=conn.server_pid)
+                         server_pid=conn.server_pid, lineage=timings.lineage)
     _load_rows(timings, summary, time.perf_counter() - started)
     if not options.dry_run and not summary.interrupted:
         with timings.stage("index") as rec:
@@ -314,7 +314,16 @@ def _task_settings(mongo_uri: str | None) -> Settings:
     return Settings.from_env(mongo_uri=mongo_uri, progress=False)
 
 
-def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None = None) -> dict:
+def _log_stage_table(timings: Timings) -> None:
+    """The task log ends with the stage table of what the task did."""
+    from ingest.report import timing_table
+
+    if timings.records:
+        log_to_stderr("stage timings of this task:\n" + timing_table(r.as_json() for r in timings.records))
+
+
+def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None = None,
+              lineage: dict | None = None) -> dict:
     """Airflow task: load ``paths`` (default: the bundled samples). Raises if every file failed.
 
     It loads in the task's own process, unless ``DASK_SCHEDULER_ADDRESS`` names a
@@ -324,7 +333,8 @@ def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None
 
     settings = _task_settings(mongo_uri)
     with database(settings) as conn, ExitStack() as stack:
-        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
+        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
+        stack.callback(_log_stage_table, timings)
         prepare(conn)
         cluster = Cluster(settings, timings, stack) if settings.dask_scheduler else None
         summary = load_step(conn, timings, settings, paths, LoadOptions(workers=1, progress=False),
@@ -336,18 +346,24 @@ def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None
     return result
 
 
-def task_analyze(run_id: str, mongo_uri: str | None = None) -> dict:
+def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
-        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
-        results = analyze_step(conn, timings, settings)
+        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
+        try:
+            results = analyze_step(conn, timings, settings)
+        finally:
+            _log_stage_table(timings)
     return {"run_id": run_id, "analyses": [_jsonable(r) for r in results]}
 
 
-def task_validate(run_id: str, mongo_uri: str | None = None) -> dict:
+def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
-        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
-        report = validate_step(conn, timings, settings)
+        timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
+        try:
+            report = validate_step(conn, timings, settings)
+        finally:
+            _log_stage_table(timings)
     report.raise_for_critical()
     return {"run_id": run_id, **_validation_json(report)}

@@ -6,7 +6,8 @@ run_id, stage, file (where the stage is per file), worker (``host:pid`` of the
 process that did it, where a stage is split over workers), started, ended,
 seconds, records_in, records_out, bytes, workers (how many took part),
 records_per_s, mb_per_s, peak_rss_mb, server kind, status ("ok" | "partial" |
-"failed" | "skipped"), error, and detail (e.g. the write concern of a load).  ``peak_rss_mb`` is the peak resident set size of the
+"failed" | "skipped"), error, detail (e.g. the write concern of a load), and, for a row
+written by an Airflow task, ``airflow``: {dag_id, run_id, task_id, try_number, map_index}.  ``peak_rss_mb`` is the peak resident set size of the
 sci-ingest process so far (``getrusage``).
 
 Rows have deterministic ids, ``<run_id>:<stage>[:<worker>][:<file>]``, and are
@@ -54,6 +55,7 @@ class StageRecord:
     status: str = "ok"
     error: str | None = None
     detail: dict = field(default_factory=dict)
+    airflow: dict | None = None  # the Airflow task that wrote the row (dag_id, run_id, task_id, try_number)
 
     def finish(self, seconds: float | None = None) -> None:
         self.ended = utcnow()
@@ -89,14 +91,16 @@ class StageRecord:
 class Timings:
     """Collects stage records for one run and writes each to MongoDB as it ends."""
 
-    def __init__(self, run_id: str, server_kind: str | None = None, collection=None):
+    def __init__(self, run_id: str, server_kind: str | None = None, collection=None, lineage: dict | None = None):
         self.run_id = run_id
         self.server_kind = server_kind
         self.collection = collection
+        self.lineage = lineage  # the Airflow task writing the rows, on each of them
         self.records: list[StageRecord] = []
 
     def new(self, stage: str, file: str | None = None) -> StageRecord:
-        return StageRecord(run_id=self.run_id, stage=stage, file=file, server_kind=self.server_kind)
+        return StageRecord(run_id=self.run_id, stage=stage, file=file, server_kind=self.server_kind,
+                           airflow=self.lineage)
 
     def add(self, record: StageRecord) -> StageRecord:
         if record.ended is None:

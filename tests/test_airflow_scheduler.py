@@ -151,10 +151,29 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     # the tasks wrote their stage timings under the Airflow run id, in the MongoDB Airflow was given
     client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
     try:
-        stages = {row["stage"] for row in client["sci_ingest"]["stage_timings"].find({"run_id": run_id})}
+        rows = list(client["sci_ingest"]["stage_timings"].find({"run_id": run_id}))
+        # the per-file rows of the loader: in whichever run loaded the files first (unpausing the DAG
+        # also queues its latest daily run, which loads the same bundled samples)
+        file_rows = list(client["sci_ingest"]["stage_timings"].find({"file": {"$exists": True}}))
     finally:
         client.close()
+    stages = {row["stage"] for row in rows}
     assert {"load", "validate"} <= stages and any(s.startswith("analyze") for s in stages), stages
+    # each row names the Airflow task that wrote it (per-file rows of the loader's workers too)
+    for row in rows:
+        lineage = row.get("airflow")
+        assert lineage and lineage["dag_id"] == "sci_ingest" and lineage["run_id"] == run_id, row
+        assert lineage["try_number"] == 1 and lineage["map_index"] is None, row
+        stage = row["stage"].split(".")[0]
+        expected = {"parse": {"load"}, "load": {"load"}, "index": {"load"},
+                    "cluster": {"analyze", "validate"}}.get(stage, {stage})  # the cluster row: its last starter
+        assert lineage["task_id"] in expected, row
+    assert file_rows and all(r["airflow"]["task_id"] == "load" and r["airflow"]["run_id"] == r["run_id"]
+                             for r in file_rows), file_rows[:2]  # fmt: skip
+    # the task log ends with the stage table
+    log = api.call("GET", f"{path}/taskInstances/analyze/logs/1?full_content=true")
+    text = json.dumps(log)
+    assert "stage timings of this task" in text and "analyze.best_hits" in text, text[-2000:]
 
     # Ctrl-C / SIGTERM stops every component
     os.killpg(proc.pid, signal.SIGTERM)

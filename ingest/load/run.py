@@ -69,6 +69,7 @@ class LoadJob:
     server_pid: int | None = None  # the private embedded server's process: no retrying once it is gone
     lease_s: float = LEASE_S
     max_wait_s: float = MAX_WAIT_S
+    lineage: dict | None = None  # the Airflow task loading (on the per-file timing rows)
 
 
 class LoadStopped(SciIngestError):
@@ -167,7 +168,7 @@ def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutc
             continue
         written = o.inserted + o.updated
         for stage, seconds, n_out in (("parse", o.parse_seconds, o.documents), ("load", o.load_seconds, written)):
-            rec = StageRecord(run_id=job.run_id, stage=stage, file=o.path, worker=o.worker,
+            rec = StageRecord(run_id=job.run_id, stage=stage, file=o.path, worker=o.worker, airflow=job.lineage,
                               server_kind=job.server_kind, records_in=o.documents, records_out=n_out,
                               bytes=o.size, status="ok" if o.status == "loaded" else o.status,
                               error=o.reason if o.status == "failed" else None)
@@ -183,7 +184,7 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
                server_kind: str | None = None, dask: Callable[[], object] | None = None,
                log: Callable[[str], None] | None = None,
                on_plan: Callable[[list[FileTask]], None] | None = None,
-               server_pid: int | None = None) -> LoadSummary:
+               server_pid: int | None = None, lineage: dict | None = None) -> LoadSummary:
     """Load ``paths`` (files or directories) into ``db_name``; the summary of what happened.
 
     ``dask``: a function returning the ``distributed.Client`` to run the tasks
@@ -194,7 +195,8 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     log = log or (lambda message: None)
     job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, server_kind=server_kind,
                   batch_size=options.batch_size, force=options.force, dry_run=options.dry_run,
-                  write_concern=options.write_concern, retry_s=options.retry_s, server_pid=server_pid)
+                  write_concern=options.write_concern, retry_s=options.retry_s, server_pid=server_pid,
+                  lineage=lineage)
     db = _client(uri, options.write_concern)[db_name]
     retry = Retry(options.retry_s, uri=uri, server_pid=server_pid)
     in_force = write_concern_of(db.client)
