@@ -142,6 +142,46 @@ def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
     return items or None
 
 
+def task_defaults(**overrides: Any) -> dict:
+    """The ``default_args`` of the project's DAGs: transient failures retried with backoff, a
+    task bounded in time (deterministic failures never retry: :func:`run_task`)."""
+    from datetime import timedelta
+
+    return {"owner": "sci-ingest", "retries": 2, "retry_delay": timedelta(minutes=1),
+            "retry_exponential_backoff": True, "execution_timeout": timedelta(hours=2), **overrides}
+
+
+#: The collections the scheduled ingestion declares as Airflow Assets (the curated DAG runs on them).
+ASSET_COLLECTIONS = ("searches", "hits", "materials", "tasks")
+
+
+def collection_asset(collection: str, db_name: str | None = None):
+    """The Airflow Asset of a data collection: ``sci-ingest://<db>/<collection>``."""
+    from airflow.sdk import Asset
+
+    db = db_name or os.environ.get("SCI_INGEST_DB") or "sci_ingest"
+    return Asset(name=f"{db}.{collection}", uri=f"sci-ingest://{db}/{collection}", group="sci-ingest")
+
+
+def data_day(context: Mapping[str, Any]) -> str:
+    """``YYYY-MM-DD`` of the run's data: its data interval's start (a scheduled run, a
+    backfill, a manual run given a logical date), else the day it was triggered for."""
+    moment = context.get("data_interval_start") or context.get("logical_date")
+    if moment is None:
+        moment = context["dag_run"].run_after
+    return moment.strftime("%Y-%m-%d")
+
+
+def log_trigger(context: Mapping[str, Any]) -> None:
+    """Say which Asset events started an Asset-triggered run, and what the analyses read."""
+    events = context.get("triggering_asset_events") or {}
+    names = []
+    for asset, asset_events in dict(events).items():
+        names.append(f"{getattr(asset, 'name', asset)} ({len(asset_events)} event(s))")
+    print(f"triggered by: {', '.join(names) or 'no Asset event (a manual run)'}; the analyses read their whole "
+          "source collections (none has an incremental form yet)", file=sys.stderr, flush=True)
+
+
 def lineage_of(context: Mapping[str, Any]) -> dict:
     """The Airflow task of a task context, stamped on every stage-timing row it writes."""
     ti = context["ti"]

@@ -36,6 +36,12 @@ class Settings:
     dask_scheduler: str | None = None
     batch_size: int = 1000
     progress: bool = True
+    landing: Path | None = None  # $SCI_INGEST_LANDING: where results land, one folder per day
+
+    @property
+    def landing_dir(self) -> Path:
+        """The landing folder of the scheduled ingestion (``<home>/landing`` unless set)."""
+        return self.landing or self.state_dir / "landing"
 
     @property
     def db_dir(self) -> Path:
@@ -52,6 +58,7 @@ class Settings:
             mongo_uri=env.get("MONGODB_URI") or None,
             db_name=env.get("SCI_INGEST_DB", DEFAULT_DB),
             dask_scheduler=env.get("DASK_SCHEDULER_ADDRESS") or None,
+            landing=Path(env["SCI_INGEST_LANDING"]) if env.get("SCI_INGEST_LANDING") else None,
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         return replace(base, **clean)

@@ -20,6 +20,7 @@ it (:class:`Cluster`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 import uuid
 from contextlib import ExitStack
@@ -30,7 +31,7 @@ from typing import Callable, Sequence
 from ingest.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import InputError, SciIngestError, ValidationFailed
+from ingest.errors import ConfigError, InputError, SciIngestError, ValidationFailed
 from ingest.mongo import ServerInfo, process_alive, redact
 from ingest.timing import StageRecord, Timings
 
@@ -324,11 +325,38 @@ def _log_stage_table(timings: Timings) -> None:
 
 def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None = None,
               lineage: dict | None = None) -> dict:
-    """Airflow task: load ``paths`` (default: the bundled samples). Raises if every file failed.
+    """Airflow task: load ``paths`` (default: the bundled samples). Raises if every file failed."""
+    return _task_load(run_id, paths, mongo_uri, lineage)[0]
 
-    It loads in the task's own process, unless ``DASK_SCHEDULER_ADDRESS`` names a
-    cluster to spread the files over.
+
+def task_load_landing(run_id: str, day: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:
+    """Airflow task: load the landing folder of ``day`` (``YYYY-MM-DD``): ``<landing>/<day>/``.
+
+    A day whose folder does not exist loaded nothing (no error: nothing landed).  Files
+    already loaded are skipped by the ledger (their sha256), so running a day again loads
+    nothing new.  ``changed``: the collections that got documents written, for the DAG's
+    Assets.
     """
+    if not _DAY.fullmatch(day or ""):
+        raise ConfigError(f"a landing day is YYYY-MM-DD, not {day!r}")
+    folder = _task_settings(mongo_uri).landing_dir / day
+    if not folder.is_dir():
+        log_to_stderr(f"nothing landed for {day}: {folder} does not exist")
+        return {"run_id": run_id, "day": day, "folder": str(folder), "files": 0, "changed": []}
+    result, summary = _task_load(run_id, [str(folder)], mongo_uri, lineage)
+    changed = sorted({coll for f in summary.files if f.status == "loaded" and f.inserted + f.updated > 0
+                      for coll, n in f.records.items() if n})  # fmt: skip
+    log_to_stderr(f"{day}: {summary.count('loaded')} file(s) loaded, {summary.count('skipped')} already loaded, "
+                  f"{summary.count('failed')} failed; collections written: {', '.join(changed) or 'none'}")
+    return {**result, "day": day, "folder": str(folder), "changed": changed}
+
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None):
+    """(the task's result, the load summary); it loads in the task's own process, unless
+    ``DASK_SCHEDULER_ADDRESS`` names a cluster to spread the files over."""
     from ingest.load import LoadOptions
 
     settings = _task_settings(mongo_uri)
@@ -343,7 +371,7 @@ def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None
     result.pop("files")
     if summary.files and summary.count("failed") == len(summary.files):
         raise InputError(f"every input failed: {result['failed'][:3]}")
-    return result
+    return result, summary
 
 
 def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:

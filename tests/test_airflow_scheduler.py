@@ -25,7 +25,7 @@ import pymongo
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DAG_IDS = {"sci_ingest"}
+DAG_IDS = {"sci_ingest", "sci_ingest_landing", "sci_ingest_curated"}
 
 
 def _free_port() -> int:
@@ -101,6 +101,105 @@ def local_airflow(tmp_path):
                        timeout=60)  # fmt: skip
 
 
+def _runs(api, dag_id: str) -> list[dict]:
+    return api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+
+
+def _tasks(api, dag_id: str, run_id: str) -> dict:
+    tis = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    return {t["task_id"]: t["state"] for t in tis}
+
+
+def _all_done(api, dag_id: str, count: int):
+    runs = _runs(api, dag_id)
+    assert not [r for r in runs if r["state"] == "failed"], [(r["dag_run_id"], _tasks(api, dag_id, r["dag_run_id"]))
+                                                             for r in runs if r["state"] == "failed"]  # fmt: skip
+    done = [r for r in runs if r["state"] == "success"]
+    return done if len(done) >= count and len(done) == len(runs) else None
+
+
+def _loaded_files(mongo_uri: str) -> list[dict]:
+    client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
+    try:
+        return list(client["sci_ingest"]["ingest_files"].find({"status": "loaded"}))
+    finally:
+        client.close()
+
+
+def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None:
+    """Three landing days: a run loads its day's folder, announces the collections it wrote as
+    Assets, the curated DAG runs on them; a backfill loads each day once; again, nothing."""
+    import shutil
+
+    from ingest.airflow_local import airflow_env
+
+    landing = home / "landing"
+    pasta = sorted((REPO / "samples" / "pasta").glob("*.m10"))[:2]
+    (landing / "2026-11-01").mkdir(parents=True)
+    for f in pasta:
+        shutil.copy(f, landing / "2026-11-01" / f.name)
+    (landing / "2026-11-02").mkdir()
+    shutil.copy(REPO / "samples" / "materials" / "materials.jsonl.gz", landing / "2026-11-02")
+    # 2026-11-03: nothing landed
+    for dag_id in ("sci_ingest_landing", "sci_ingest_curated"):
+        api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    # unpausing queues the latest daily run (nothing landed for it): let it finish first
+    _wait("the latest daily landing run", lambda: _all_done(api, "sci_ingest_landing", 1), 180, every=3)
+    before = {r["dag_run_id"] for r in _runs(api, "sci_ingest_landing")}
+
+    run = api.call("POST", "/api/v2/dags/sci_ingest_landing/dagRuns",
+                   {"logical_date": "2026-11-01T00:00:00Z", "conf": {}})  # fmt: skip
+    _wait("the 2026-11-01 landing run", lambda: _all_done(api, "sci_ingest_landing", len(before) + 1), 180, every=3)
+    states = _tasks(api, "sci_ingest_landing", run["dag_run_id"])
+    assert states == {"load_day": "success", "searches_written": "success", "hits_written": "success",
+                      "materials_written": "skipped", "tasks_written": "skipped"}, states  # fmt: skip
+    # the Asset events started the curated DAG: analysed and validated, green
+    curated = _wait("the Asset-triggered curated run", lambda: _all_done(api, "sci_ingest_curated", 1), 240, every=3)
+    assert {r["run_type"] for r in curated} == {"asset_triggered"}
+    assert _tasks(api, "sci_ingest_curated", curated[0]["dag_run_id"]) == {"analyze": "success", "validate": "success"}
+    assert len(_loaded_files(mongo_uri)) == 2
+
+    # a backfill over the three days, as Airflow does it: each day's folder loaded once
+    env = airflow_env(home, port, mongo_uri)
+    airflow = str(REPO / ".venv" / "bin" / "airflow")
+
+    def backfill(reprocess: str) -> None:
+        proc = subprocess.run([airflow, "backfill", "create", "--dag-id", "sci_ingest_landing", "--from-date",
+                               "2026-11-01", "--to-date", "2026-11-03", "--reprocess-behavior", reprocess],
+                              env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def backfills_done():
+        found = api.call("GET", "/api/v2/backfills?dag_id=sci_ingest_landing")["backfills"]
+        return all(b.get("completed_at") for b in found)
+
+    n = len(_runs(api, "sci_ingest_landing"))
+    backfill("none")  # 11-01 has a run already: only 11-02 and 11-03 get one
+    _wait("the backfill's runs", lambda: _all_done(api, "sci_ingest_landing", n + 2), 240, every=3)
+    _wait("the backfill to complete", backfills_done, 120, every=2)  # one backfill at a time per DAG
+    loaded = _loaded_files(mongo_uri)
+    assert sorted(Path(f["_id"]).name for f in loaded) == sorted([f.name for f in pasta] + ["materials.jsonl.gz"])
+    n = len(_runs(api, "sci_ingest_landing"))
+    backfill("none")  # again: every day has its run, nothing is created
+    _wait("the empty backfill to complete", backfills_done, 120, every=2)
+    assert len(_runs(api, "sci_ingest_landing")) == n
+    backfill("completed")  # every day again (its runs cleared and run again): the ledger loads nothing new
+    _wait("the re-run backfill to complete", backfills_done, 240, every=3)
+    _wait("the re-run days", lambda: _all_done(api, "sci_ingest_landing", n), 240, every=3)
+    days = [r for r in _runs(api, "sci_ingest_landing") if r["logical_date"][:10] in ("2026-11-01", "2026-11-02",
+                                                                                       "2026-11-03")]  # fmt: skip
+    assert len(days) == 3
+    for r in days:  # each day ran again (its load_day at a second try), and loaded nothing
+        tis = api.call("GET", f"/api/v2/dags/sci_ingest_landing/dagRuns/{r['dag_run_id']}/taskInstances")
+        load_day = next(t for t in tis["task_instances"] if t["task_id"] == "load_day")
+        assert load_day["try_number"] >= 2 and load_day["state"] == "success", load_day
+    assert len(_loaded_files(mongo_uri)) == len(loaded)
+    # 11-01's searches/hits and 11-02's materials: two curated runs; the re-run loaded nothing, so none more
+    _wait("the curated runs", lambda: _all_done(api, "sci_ingest_curated", 2), 240, every=3)
+    time.sleep(5)
+    assert len(_runs(api, "sci_ingest_curated")) == 2
+
+
 @pytest.mark.skipif(not (REPO / ".venv" / "bin" / "airflow").exists(), reason="Airflow is not installed (make install)")
 def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     proc, port, home, log_path = local_airflow
@@ -125,6 +224,8 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     dags = _wait("the DAGs to be parsed", lambda: api.call("GET", "/api/v2/dags")["dags"], 120)
     assert {d["dag_id"] for d in dags} == DAG_IDS
     assert api.call("GET", "/api/v2/importErrors")["total_entries"] == 0
+
+    _landing_days_and_assets(api, home, port, mongo_uri)
 
     api.call("PATCH", "/api/v2/dags/sci_ingest", {"is_paused": False})
     run = api.call("POST", "/api/v2/dags/sci_ingest/dagRuns",
@@ -168,7 +269,7 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
         expected = {"parse": {"load"}, "load": {"load"}, "index": {"load"},
                     "cluster": {"analyze", "validate"}}.get(stage, {stage})  # the cluster row: its last starter
         assert lineage["task_id"] in expected, row
-    assert file_rows and all(r["airflow"]["task_id"] == "load" and r["airflow"]["run_id"] == r["run_id"]
+    assert file_rows and all(r["airflow"]["task_id"] in ("load", "load_day") and r["airflow"]["run_id"] == r["run_id"]
                              for r in file_rows), file_rows[:2]  # fmt: skip
     # the task log ends with the stage table
     log = api.call("GET", f"{path}/taskInstances/analyze/logs/1?full_content=true")
