@@ -13,6 +13,7 @@ each its own process, until Ctrl-C.  Everything stays on this machine:
 * the scheduler and the triggerer run with ``--skip-serve-logs``: their log server would
   listen on every interface, and with LocalExecutor the API server reads the logs from
   disk anyway;
+* the pool ``sci_ingest_load`` (2 slots) that bounds ``sci_ingest_backfill``'s batches;
 * MongoDB: ``--mongo-uri`` / ``$MONGODB_URI`` if given, else the home's embedded
   SecantusDB server, started once (as ``sci-ingest server start`` does) and handed to
   every task as the ``mongo_default`` connection (``AIRFLOW_CONN_MONGO_DEFAULT``).
@@ -43,6 +44,7 @@ COMPONENTS = (
     ("triggerer", ["triggerer", "--skip-serve-logs"]),
 )
 PASSWORDS = "simple_auth_manager_passwords.json.generated"
+LOAD_POOL = "sci_ingest_load"  # bounds the mapped loads of sci_ingest_backfill (2 slots: this machine's scale)
 
 
 def _mongo_conn_uri(uri: str) -> str:
@@ -115,6 +117,10 @@ def run_local(settings, port: int = DEFAULT_PORT, log=print) -> int:
     migrated = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True)
     if migrated.returncode != 0:
         raise ConfigError(f"airflow db migrate failed: {migrated.stderr.strip()[-500:]}")
+    pool = subprocess.run([airflow, "pools", "set", LOAD_POOL, "2", "sci-ingest loads at once (sci_ingest_backfill)"],
+                          env=env, capture_output=True, text=True)  # fmt: skip
+    if pool.returncode != 0:
+        raise ConfigError(f"airflow pools set {LOAD_POOL} failed: {pool.stderr.strip()[-500:]}")
     logs = Path(env["AIRFLOW_HOME"]) / "logs"
     logs.mkdir(exist_ok=True)
     procs: list[tuple[str, subprocess.Popen]] = []

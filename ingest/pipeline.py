@@ -344,8 +344,7 @@ def task_load_landing(run_id: str, day: str, mongo_uri: str | None = None, linea
         log_to_stderr(f"nothing landed for {day}: {folder} does not exist")
         return {"run_id": run_id, "day": day, "folder": str(folder), "files": 0, "changed": []}
     result, summary = _task_load(run_id, [str(folder)], mongo_uri, lineage)
-    changed = sorted({coll for f in summary.files if f.status == "loaded" and f.inserted + f.updated > 0
-                      for coll, n in f.records.items() if n})  # fmt: skip
+    changed = _changed(summary)
     log_to_stderr(f"{day}: {summary.count('loaded')} file(s) loaded, {summary.count('skipped')} already loaded, "
                   f"{summary.count('failed')} failed; collections written: {', '.join(changed) or 'none'}")
     return {**result, "day": day, "folder": str(folder), "changed": changed}
@@ -354,7 +353,20 @@ def task_load_landing(run_id: str, day: str, mongo_uri: str | None = None, linea
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None):
+def task_load_batch(run_id: str, batch: list[str], force: bool = False, mongo_uri: str | None = None,
+                    lineage: dict | None = None) -> dict:
+    """Airflow task: load one batch of files of a manual backfill (``force``: load them again
+    even if the ledger has them); ``changed``: the collections that got documents written."""
+    result, summary = _task_load(run_id, batch, mongo_uri, lineage, force=force)
+    return {**result, "changed": _changed(summary)}
+
+
+def _changed(summary) -> list[str]:
+    return sorted({coll for f in summary.files if f.status == "loaded" and f.inserted + f.updated > 0
+                   for coll, n in f.records.items() if n})  # fmt: skip
+
+
+def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None, force: bool = False):
     """(the task's result, the load summary); it loads in the task's own process, unless
     ``DASK_SCHEDULER_ADDRESS`` names a cluster to spread the files over."""
     from ingest.load import LoadOptions
@@ -365,7 +377,7 @@ def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None):
         stack.callback(_log_stage_table, timings)
         prepare(conn)
         cluster = Cluster(settings, timings, stack) if settings.dask_scheduler else None
-        summary = load_step(conn, timings, settings, paths, LoadOptions(workers=1, progress=False),
+        summary = load_step(conn, timings, settings, paths, LoadOptions(workers=1, progress=False, force=force),
                             cluster=cluster)
     result = {"run_id": run_id, **summary.as_dict()}
     result.pop("files")

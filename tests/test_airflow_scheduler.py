@@ -25,7 +25,7 @@ import pymongo
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DAG_IDS = {"sci_ingest", "sci_ingest_landing", "sci_ingest_curated"}
+DAG_IDS = {"sci_ingest", "sci_ingest_landing", "sci_ingest_curated", "sci_ingest_backfill"}
 
 
 def _free_port() -> int:
@@ -200,6 +200,23 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
     assert len(_runs(api, "sci_ingest_curated")) == 2
 
 
+def _manual_backfill(api, home: Path) -> None:
+    """sci_ingest_backfill over a glob: reprocess=none finds everything loaded (no batch);
+    reprocess=all loads the three files again, one mapped task per batch, in the pool."""
+    api.call("PATCH", "/api/v2/dags/sci_ingest_backfill", {"is_paused": False})
+    pattern = str(home / "landing" / "**" / "*.*")
+    for reprocess, mapped in (("none", 0), ("all", 3)):
+        n = len(_runs(api, "sci_ingest_backfill"))
+        run = api.call("POST", "/api/v2/dags/sci_ingest_backfill/dagRuns",
+                       {"logical_date": None, "conf": {"glob": pattern, "reprocess": reprocess, "batch_files": 1}})
+        _wait(f"the manual backfill (reprocess={reprocess})", lambda: _all_done(api, "sci_ingest_backfill", n + 1),
+              240, every=3)  # fmt: skip
+        tis = api.call("GET", f"/api/v2/dags/sci_ingest_backfill/dagRuns/{run['dag_run_id']}/taskInstances")
+        batches = [t for t in tis["task_instances"] if t["task_id"] == "load_batch"]
+        assert len([t for t in batches if t["state"] == "success"]) == mapped, batches
+        assert all(t["pool"] == "sci_ingest_load" for t in batches if t["state"] == "success"), batches
+
+
 @pytest.mark.skipif(not (REPO / ".venv" / "bin" / "airflow").exists(), reason="Airflow is not installed (make install)")
 def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     proc, port, home, log_path = local_airflow
@@ -226,6 +243,7 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     assert api.call("GET", "/api/v2/importErrors")["total_entries"] == 0
 
     _landing_days_and_assets(api, home, port, mongo_uri)
+    _manual_backfill(api, home)
 
     api.call("PATCH", "/api/v2/dags/sci_ingest", {"is_paused": False})
     run = api.call("POST", "/api/v2/dags/sci_ingest/dagRuns",
@@ -269,7 +287,8 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
         expected = {"parse": {"load"}, "load": {"load"}, "index": {"load"},
                     "cluster": {"analyze", "validate"}}.get(stage, {stage})  # the cluster row: its last starter
         assert lineage["task_id"] in expected, row
-    assert file_rows and all(r["airflow"]["task_id"] in ("load", "load_day") and r["airflow"]["run_id"] == r["run_id"]
+    assert file_rows and all(r["airflow"]["task_id"] in ("load", "load_day", "load_batch")
+                             and r["airflow"]["run_id"] == r["run_id"]
                              for r in file_rows), file_rows[:2]  # fmt: skip
     # the task log ends with the stage table
     log = api.call("GET", f"{path}/taskInstances/analyze/logs/1?full_content=true")

@@ -183,7 +183,7 @@ def dag_facts(tmp_path_factory, mongo_uri) -> dict:
 
 def test_dag_file_imports_without_errors(dag_facts):
     assert dag_facts["import_errors"] == {}
-    assert dag_facts["dag_ids"] == ["sci_ingest", "sci_ingest_curated", "sci_ingest_landing"]
+    assert dag_facts["dag_ids"] == ["sci_ingest", "sci_ingest_backfill", "sci_ingest_curated", "sci_ingest_landing"]
 
 
 def test_dag_shape(dag_facts):
