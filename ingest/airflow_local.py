@@ -10,6 +10,7 @@ each its own process, until Ctrl-C.  Everything stays on this machine:
 * the DAGs are the project's ``dags/`` folder, without Airflow's example DAGs;
 * the UI and API listen on 127.0.0.1 only (``--port``, default 8080), and the tasks are
   told that address (``AIRFLOW__API__BASE_URL``: they find the execution API there);
+* the SQLite metadata database waits up to a minute for a lock (``SQLITE_CONNECT_ARGS``);
 * the scheduler and the triggerer run with ``--skip-serve-logs``: their log server would
   listen on every interface, and with LocalExecutor the API server reads the logs from
   disk anyway;
@@ -44,6 +45,10 @@ COMPONENTS = (
     ("triggerer", ["triggerer", "--skip-serve-logs"]),
 )
 PASSWORDS = "simple_auth_manager_passwords.json.generated"
+#: SQLite waits this long for a lock before "database is locked": the scheduler, the API server and
+#: an `airflow backfill create` all write the one SQLite metadata database (5 s by default was too
+#: short on a loaded 2-core machine)
+SQLITE_CONNECT_ARGS = {"timeout": 60}
 LOAD_POOL = "sci_ingest_load"  # bounds the mapped loads of sci_ingest_backfill (2 slots: this machine's scale)
 
 
@@ -72,6 +77,7 @@ def airflow_env(state_dir: Path, port: int, mongo_uri: str | None, base: dict | 
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORDS),
         "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "True",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "ingest.airflow_local.SQLITE_CONNECT_ARGS",
         "SCI_INGEST_HOME": str(Path(state_dir)),
         "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
     })  # fmt: skip

@@ -310,6 +310,8 @@ def test_airflow_env_keeps_airflow_local_and_hands_it_the_mongodb(tmp_path):
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO / "dags") and env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["AIRFLOW__API__HOST"] == "127.0.0.1" and env["AIRFLOW__API__BASE_URL"] == "http://127.0.0.1:8123"
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    module, _, name = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"].rpartition(".")
+    assert getattr(__import__(module, fromlist=[name]), name)["timeout"] >= 30  # SQLite waits for its lock
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)  # airflow finds its own commands
     assert env["AIRFLOW_CONN_MONGO_DEFAULT"] == "mongo://127.0.0.1:4000/?directConnection=true"
     assert _mongo_conn_uri("mongodb://u:p@h:1") == "mongo://u:p@h:1/"
