@@ -14,7 +14,11 @@ An analysis is a :class:`Analysis` declaration in a module of the
   (optionally with ``{reason: count}`` of input records left out); by default
   :func:`concat_by_id`;
 * ``output`` collection, ``output_id`` (the column that becomes ``_id``),
-  ``output_types`` (``{column: dtype}``), the Parquet file's name.
+  ``output_types`` (``{column: dtype}``), the Parquet file's name;
+* ``file_prefix`` (optional): input file content (sha256) in, the prefix every
+  group key made from that file starts with out.  Declared by an analysis with
+  one output row per group, it can be brought up to date with only the groups of
+  the files loaded since it last ran (:mod:`analytics.increment`).
 
 The runner (:mod:`analytics.runner`) runs any declaration the same way: plan,
 read, apply, combine, publish.  Adding an analysis is one new module in
@@ -54,6 +58,7 @@ class Analysis:
     partition_key: str = "_id"
     group_key: str | None = None
     parquet: str | None = None
+    file_prefix: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", Schema(self.columns).columns)
@@ -61,6 +66,9 @@ class Analysis:
             raise ConfigError(f"analysis {self.name}: output_id {self.output_id!r} is not an output column")
         if self.group_key is not None and self.group_key not in self.schema.names:
             raise ConfigError(f"analysis {self.name}: group_key {self.group_key!r} is not an input column")
+        if self.file_prefix is not None and not self.mends_groups:
+            raise ConfigError(f"analysis {self.name}: file_prefix needs one output row per group "
+                              "(group_key == output_id, the default combine)")
 
     @property
     def schema(self) -> Schema:

@@ -75,6 +75,8 @@ class AnalysisResult:
     excluded: dict[str, int] = field(default_factory=dict)
     #: How the source was read (``ranges`` or ``stream``), why, and how long deciding and planning took.
     read: dict = field(default_factory=dict)
+    #: What was read: the whole source, the groups of changed files, or nothing (``mode``), and why.
+    scope: dict = field(default_factory=dict)
 
 
 def default_partitions(threads: int, count: int) -> int:
@@ -175,8 +177,10 @@ def _column_path(analysis: Analysis, name: str) -> str:
     return next((c.path for c in analysis.columns if c.name == name), name)
 
 
-def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None):
-    """(partial results, records read, partitions, read plan) of ``analysis`` over its source."""
+def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None,
+             query: dict | None):
+    """(partial results, records read, partitions, read plan) of ``analysis`` over its source
+    (the documents ``query`` selects: the declared filter, narrowed by an incremental scope)."""
     from dask import delayed
 
     from analytics.partitions import read_collection
@@ -185,7 +189,7 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     if key != "_id":
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
-                      query=analysis.filter or None, group_key=analysis.group_key, partitions=n,
+                      query=query, group_key=analysis.group_key, partitions=n,
                       threads=thread_count(client), mode=mode, sort_groups=not analysis.mends_groups)
     log.info("analysis %s reads %s: %s", analysis.name, plan.mode, plan.reason)
     if plan.mode == "stream":
@@ -291,33 +295,49 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
 # ------------------------------------------------------------------ running
 def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path,
                  partitions: int | None = None, *, partition_key: str | None = None,
-                 read_mode: str | None = None) -> AnalysisResult:
+                 read_mode: str | None = None, incremental: bool = False) -> AnalysisResult:
     """Run one analysis on the Dask ``client`` and publish its output.
 
     ``partition_key`` overrides the declared one (the runner then shuffles on
     the declared group key); ``partitions`` fixes the number of key ranges;
     ``read_mode`` forces ``ranges`` or ``stream`` (default: ``auto``, see
-    :mod:`analytics.planning`).
+    :mod:`analytics.planning`).  ``incremental``: only the groups of the files
+    loaded since the analysis last ran, where it allows that (see
+    :mod:`analytics.increment`; the result's ``scope`` says what was read and why).
     """
+    from analytics.increment import plan_scope, publish_changes, record_scope, scoped_filter
+
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     started = time.perf_counter()
+    out_dir = Path(out_dir)
+    scope = plan_scope(analysis, uri, db_name, out_dir, incremental)
+    log.info("analysis %s scope: %s", analysis.name, scope.reason)
+    if scope.mode == "none":
+        return AnalysisResult(name=analysis.name, records_in=0, records_out=0, partitions=0,
+                              collection=analysis.output, parquet_path=out_dir / analysis.parquet_name,
+                              run_id=run_id, seconds=time.perf_counter() - started, scope=scope.describe())  # fmt: skip
     try:
         partials, records_in, n_parts, plan = _compute(analysis, client, uri, db_name, partitions,
-                                                       partition_key or analysis.partition_key, read_mode)
+                                                       partition_key or analysis.partition_key, read_mode,
+                                                       scoped_filter(analysis, scope))  # fmt: skip
         frame, excluded = analysis.combine_partials(partials)
     except SciIngestError:
         raise
     except Exception as exc:  # Dask / pandas failures inside the analysis
         raise AnalysisError(f"analysis {analysis.name} failed: {type(exc).__name__}: {exc}") from exc
-    collection, parquet_path = _publish(
-        uri, db_name, analysis, frame, run_id, out_dir,
-        {"records_in": records_in, "partitions": n_parts, "excluded": excluded, "read": plan.describe()},
-    )
+    metadata = {"records_in": records_in, "partitions": n_parts, "excluded": excluded, "read": plan.describe()}
+    if scope.mode == "changed":
+        collection, parquet_path = publish_changes(uri, db_name, analysis, frame, run_id, out_dir, scope, metadata,
+                                                   _documents)  # fmt: skip
+    else:
+        collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
+                                            {**metadata, "scope": scope.describe()})  # fmt: skip
+    record_scope(uri, db_name, analysis, scope)
     result = AnalysisResult(
         name=analysis.name, records_in=records_in, records_out=len(frame), partitions=n_parts,
         collection=collection, parquet_path=parquet_path, run_id=run_id,
-        seconds=time.perf_counter() - started, excluded=excluded, read=plan.describe(),
+        seconds=time.perf_counter() - started, excluded=excluded, read=plan.describe(), scope=scope.describe(),
     )
     log.info("analysis %s: %d in, %d out, %d partitions (%s), %.2fs", analysis.name, records_in, len(frame),
              n_parts, plan.mode, result.seconds)
@@ -336,6 +356,7 @@ def analyze(
     client=None,
     partition_keys: dict[str, str] | None = None,
     read_mode: str | None = None,
+    incremental: bool = False,
 ) -> list[AnalysisResult]:
     """Run the ``names`` analyses (default: all, by name) and publish their outputs.
 
@@ -344,7 +365,8 @@ def analyze(
     LocalCluster).  ``partitions`` fixes the number of partitions per analysis;
     by default it follows the collection size and the number of Dask threads.
     ``partition_keys`` maps an analysis name to a partition key other than its
-    declared one.  An unknown name raises :class:`analytics.registry.UnknownAnalysis`.
+    declared one.  ``incremental``: see :func:`run_analysis`.  An unknown name raises
+    :class:`analytics.registry.UnknownAnalysis`.
     """
     if not run_id or not isinstance(run_id, str):
         raise ConfigError("analyze needs a non-empty run_id")
@@ -352,7 +374,8 @@ def analyze(
 
     def run_all(dask) -> list[AnalysisResult]:
         return [run_analysis(a, dask, uri, db_name, run_id, Path(out_dir), partitions,
-                             partition_key=(partition_keys or {}).get(a.name), read_mode=read_mode)
+                             partition_key=(partition_keys or {}).get(a.name), read_mode=read_mode,
+                             incremental=incremental)
                 for a in chosen]
 
     if client is not None:

@@ -1,9 +1,11 @@
 """sci_ingest_curated: refresh the curated collections when new data arrives, not on a clock.
 
-Scheduled on the Assets ``sci_ingest_landing`` emits (any of searches, hits, materials,
-tasks written): a run analyses and validates what is loaded.  The analyses read their
-whole source collections (none of them has an incremental form yet; the task log says
-so, with the Asset events that triggered the run).
+Scheduled on the Assets ``sci_ingest_landing`` and ``sci_ingest_backfill`` emit (any of
+searches, hits, materials, tasks written): a run analyses and validates what is loaded.
+An analysis with an incremental form (``best_hits``: one row per search) reads only the
+searches of the files loaded since it last ran; the others read their whole source.  The
+task log names the Asset events that triggered the run and says, per analysis, which it
+read and why (see ``analytics/increment.py``).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ from ingest.airflow_support import ASSET_COLLECTIONS, collection_asset, task_def
 def sci_ingest_curated():
     @task(task_id="analyze")
     def analyze() -> dict:
-        """The analyses over their whole source collections (no incremental form yet)."""
+        """Each analysis over what changed since it last ran where it can, else its whole source."""
         from ingest.airflow_support import lineage_of, log_trigger, resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
         log_trigger(context)
         return run_task(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
-                        lineage=lineage_of(context))  # fmt: skip
+                        lineage=lineage_of(context), incremental=True)  # fmt: skip
 
     @task(task_id="validate")
     def validate() -> dict:

@@ -105,7 +105,7 @@ def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
 
     settings = _settings(args)
     report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
-                 load_options=_load_options(args, settings))
+                 load_options=_load_options(args, settings), incremental=getattr(args, "changed", False))
     return _print_report(report, args.json)
 
 
@@ -456,10 +456,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("analyze", cmd_analyze, "run the analyses on what is loaded (Dask, reading MongoDB in partitions)",
             "examples:\n  sci-ingest analyze                     every analysis\n"
             "  sci-ingest analyze best_hits\n  sci-ingest analyze --list\n"
+            "  sci-ingest analyze --changed         only what the files loaded since the last analysis changed\n"
             "  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n"
             "\nan unknown analysis name exits 2 and lists the known ones\n")
     p.add_argument("names", nargs="*", metavar="NAME", help="analyses to run (default: all; see --list)")
     p.add_argument("--list", action="store_true", help="list the analyses with their source and output, run nothing")
+    p.add_argument("--changed", action="store_true",
+                   help="only the groups of the files loaded since each analysis last ran, where the analysis "
+                        "allows it (else its whole source); each says which")
     p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
 
     add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",

@@ -107,3 +107,41 @@ class Ledger:
         """The documents of ``sha256`` are gone: journaled, so the deletion is durable first."""
         self.retry(f"writing the ledger entry of {key}", durable(self.coll).update_one,
                    {"_id": key}, {"$pull": {"drop": sha256}})
+
+    # ---------------------------------------------------------------- what analyses have seen
+    # ``analysed.<analysis>`` of an entry: the content (sha256) of the path that the analysis's
+    # published output covers.  An entry whose ``sha256`` differs from it (new, or replaced)
+    # is pending for that analysis.  Entries without ``sha256`` (a first load that failed)
+    # stand for no documents and are never pending.
+
+    def analysis_pending(self, name: str, limit: int) -> list[dict]:
+        """Up to ``limit`` entries whose content ``name`` has not seen: {_id, sha256, analysed}."""
+        query = {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True},
+                 "$expr": {"$ne": [f"$analysed.{name}", "$sha256"]}}  # fmt: skip
+        return self.retry("reading the ledger", lambda: list(
+            self.coll.find(query, {"sha256": 1, f"analysed.{name}": 1}).limit(limit)))
+
+    def count_loaded(self) -> int:
+        return self.retry("reading the ledger", self.coll.count_documents, {"status": {"$in": ["loaded", "failed"]},
+                                                                             "sha256": {"$exists": True}})
+
+    def loaded_contents(self) -> list[str]:
+        """The contents (sha256) whose documents are in the database now."""
+        return self.retry("reading the ledger", lambda: [d["sha256"] for d in self.coll.find(
+            {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}}, {"sha256": 1, "_id": 0})])
+
+    def mark_analysed(self, name: str, entries: list[tuple[str, str]]) -> None:
+        """``name`` has seen these (path, sha256): each marked only if the path still has that content."""
+        from pymongo import UpdateOne
+
+        for start in range(0, len(entries), _LOOKUP_CHUNK):
+            ops = [UpdateOne({"_id": path, "sha256": sha}, {"$set": {f"analysed.{name}": sha}})
+                   for path, sha in entries[start:start + _LOOKUP_CHUNK]]
+            self.retry("marking the ledger", self.coll.bulk_write, ops, ordered=False)
+
+    def mark_contents_analysed(self, name: str, contents: list[str]) -> None:
+        """``name`` has seen every path whose content is one of ``contents`` (a whole-collection run)."""
+        for start in range(0, len(contents), 5 * _LOOKUP_CHUNK):
+            chunk = contents[start:start + 5 * _LOOKUP_CHUNK]
+            self.retry("marking the ledger", self.coll.update_many, {"sha256": {"$in": chunk}},
+                       [{"$set": {f"analysed.{name}": "$sha256"}}])

@@ -213,8 +213,13 @@ def _load_rows(timings: Timings, summary, wall: float) -> None:
 
 
 def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
-                 *, cluster: Cluster | None = None):
-    """Run the named analyses (default: all) on the run's cluster, one timed stage each."""
+                 *, cluster: Cluster | None = None, incremental: bool = False,
+                 log: Callable[[str], None] = log_to_stderr):
+    """Run the named analyses (default: all) on the run's cluster, one timed stage each.
+
+    ``incremental``: each analysis that allows it reads only the groups of the files loaded
+    since it last ran (:mod:`analytics.increment`); every analysis says what it read.
+    """
     from analytics.registry import select_analyses
     from analytics.runner import run_analysis
 
@@ -225,11 +230,13 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
-                                      settings.out_dir)
+                                      settings.out_dir, incremental=incremental)
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded,
-                              "read": result.read}
+                              "read": result.read, "scope": result.scope}
+                if incremental:
+                    log(f"{analysis.name}: {result.scope['reason']}")
                 results.append(result)
     return results
 
@@ -253,11 +260,13 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
 # --------------------------------------------------------------------- the run
 def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps: Sequence[str] = STEPS,
         analyses: Sequence[str] | None = None, load_options=None, force: bool = False,
-        run_id: str | None = None, log: Callable[[str], None] = log_to_stderr) -> RunReport:
+        run_id: str | None = None, log: Callable[[str], None] = log_to_stderr,
+        incremental: bool = False) -> RunReport:
     """Run ``steps`` (default: all) on the configured database.
 
     ``analyses`` chooses the analyses; ``load_options`` (``ingest.load.LoadOptions``)
-    the load's workers, write concern, retries, ...; ``force`` reloads known files.
+    the load's workers, write concern, retries, ...; ``force`` reloads known files;
+    ``incremental``: analyses read only what changed where they can.
     """
     from ingest.load import LoadOptions, LoadStopped
 
@@ -281,7 +290,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     if report.load.failed:
                         report.exit_code = EXIT_PARTIAL
                 if "analyze" in steps:
-                    report.analysis = analyze_step(conn, timings, settings, analyses, cluster=cluster)
+                    report.analysis = analyze_step(conn, timings, settings, analyses, cluster=cluster,
+                                                   incremental=incremental, log=log)
                 if "validate" in steps:
                     report.validation = validate_step(conn, timings, settings, cluster=cluster)
                     report.validation.raise_for_critical()
@@ -386,12 +396,14 @@ def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None, 
     return result, summary
 
 
-def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:
+def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None,
+                 incremental: bool = False) -> dict:
+    """Airflow task: every analysis (``incremental``: only what changed where it can, saying which)."""
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
         try:
-            results = analyze_step(conn, timings, settings)
+            results = analyze_step(conn, timings, settings, incremental=incremental)
         finally:
             _log_stage_table(timings)
     return {"run_id": run_id, "analyses": [_jsonable(r) for r in results]}

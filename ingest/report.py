@@ -100,6 +100,7 @@ def render_run(report) -> str:
         out.append(
             f"analysis {result['name']}: {result['records_in']:,} in -> {result['records_out']:,} out "
             f"({result.get('collection')}, {result.get('parquet_path')})"
+            + _scope_note(result.get("scope") or {})
         )
     val = data["validation"]
     if val:
@@ -134,3 +135,12 @@ def _json_default(value):
 
 def dumps(obj) -> str:
     return json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False)
+
+
+def _scope_note(scope: dict) -> str:
+    """What an incremental run read, when it was not the whole source."""
+    if scope.get("mode") == "changed":
+        return f"; read only the groups of {scope['files']} changed file(s)"
+    if scope.get("mode") == "none":
+        return "; skipped: nothing changed since it last ran"
+    return ""

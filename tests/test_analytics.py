@@ -462,7 +462,8 @@ def test_an_analysis_that_cannot_mend_a_group_gets_a_sorted_stream(mongo_uri, db
     monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
     declared = get_analysis("best_hits")
     assert declared.mends_groups  # one output row per search, keyed by it, default combine
-    custom = replace(declared, combine=lambda partials: pd.concat(partials, ignore_index=True))
+    custom = replace(declared, combine=lambda partials: pd.concat(partials, ignore_index=True),
+                     file_prefix=None)
     assert not custom.mends_groups and not get_analysis("oxide_formation_energy").mends_groups
     hits, (a, b, c) = _e2e_hits("77aa")
     db.hits.insert_many([hits[i] for i in (0, 4, 6, 1, 5, 7, 2, 3)])  # a b c a b c a a

@@ -20,6 +20,7 @@ import pandas as pd
 from analytics.registry import Analysis
 from analytics.schema import Column, conform, empty, require_columns
 from ingest.catalog import HITS
+from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError
 
 COLUMNS = (
@@ -114,4 +115,5 @@ ANALYSIS = Analysis(
     output="query_best_hits",
     output_id="search_id",
     output_types=OUTPUT_TYPES,
+    file_prefix=search_id_prefix,  # a search's groups come from one file: updated incrementally
 )

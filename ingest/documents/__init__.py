@@ -10,6 +10,7 @@ Pure: no I/O, no database.
 """
 
 from ingest.documents.materials import from_document, record_document, to_document
-from ingest.documents.search import search_documents, search_id
+from ingest.documents.search import prefix_range, search_documents, search_id, search_id_prefix
 
-__all__ = ["from_document", "record_document", "search_documents", "search_id", "to_document"]
+__all__ = ["from_document", "record_document", "prefix_range", "search_documents", "search_id", "search_id_prefix",
+           "to_document"]

@@ -11,6 +11,16 @@ def search_id(sha256: str, query_index: int) -> str:
     return f"{sha256[:20]}:{query_index}"
 
 
+def search_id_prefix(sha256: str) -> str:
+    """The prefix every search id made from the content ``sha256`` starts with (hits' ids too)."""
+    return search_id(sha256, 0)[:-1]
+
+
+def prefix_range(prefix: str) -> dict:
+    """The filter of the strings that start with ``prefix``: a range an index seeks."""
+    return {"$gte": prefix, "$lt": prefix[:-1] + chr(ord(prefix[-1]) + 1)}
+
+
 def search_documents(query: dict, *, sha256: str, path: str, query_index: int,
                      fmt: str = "pasta") -> tuple[dict, list[dict]]:
     """One ``searches`` document and one ``hits`` document per hit of ``query``, a

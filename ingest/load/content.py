@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
-from ingest.documents import record_document, search_documents, search_id
+from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
 from ingest.fileio import open_binary
 from ingest.load.outcome import FileOutcome
@@ -40,8 +40,7 @@ def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
     index, which a bulk load keeps, serves the range; records by
     ``_source.sha256`` (a loader's index).
     """
-    prefix = search_id(sha, 0)[:-1]  # "<sha[:20]>:"
-    in_range = {"$gte": prefix, "$lt": prefix[:-1] + ";"}  # ";" follows ":"
+    in_range = prefix_range(search_id_prefix(sha))  # "<sha[:20]>:" up to "<sha[:20]>;"
     return ((SEARCHES, {"_id": in_range}), (HITS, {"_id": in_range}),
             (MATERIALS, {"_source.sha256": sha}), (TASKS, {"_source.sha256": sha}))
 

@@ -1,0 +1,183 @@
+"""Incremental analysis (analytics/increment.py) against the session's real server and a real
+LocalCluster: files land, an analysis runs on only the searches of the new files, and its
+published output (collection and Parquet file) is exactly what a whole-collection run gives;
+files replaced, nothing new, a missing Parquet file; the Airflow task says which it read."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from analytics.cluster import dask_client
+from analytics.registry import Analysis, get_analysis
+from analytics.runner import analyze
+from ingest.documents import search_id_prefix
+from ingest.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+PASTA = sorted((REPO / "samples" / "pasta").glob("*.m10"))
+
+
+@pytest.fixture(scope="module")
+def dclient():
+    with dask_client(None, n_workers=1) as client:
+        yield client
+
+
+@pytest.fixture()
+def place(tmp_path, mongo_client, mongo_uri, load_files, db):
+    """(load(paths), run(incremental) -> {name: result}, out_dir, db)."""
+    out = tmp_path / "out"
+
+    def run(dclient, incremental=True, names=("best_hits",)):
+        results = analyze(mongo_uri, db.name, f"r-{uuid.uuid4().hex[:6]}", out, names=list(names), client=dclient,
+                          incremental=incremental)  # fmt: skip
+        return {r.name: r for r in results}
+
+    return load_files, run, out, db
+
+
+def _published(db, out: Path) -> tuple[list[dict], pd.DataFrame]:
+    docs = [{k: v for k, v in d.items() if k != "run_id"} for d in db["query_best_hits"].find().sort("_id")]
+    frame = pq.read_table(out / "best_hits.parquet").to_pandas().drop(columns="run_id")
+    return docs, frame
+
+
+def _same_as_whole(db, out: Path, run, dclient) -> None:
+    """The incremental output equals a whole-collection run's, in MongoDB and in Parquet."""
+    docs, frame = _published(db, out)
+    whole = run(dclient, incremental=False)["best_hits"]
+    assert whole.scope["mode"] == "whole"
+    docs_whole, frame_whole = _published(db, out)
+    assert docs == docs_whole and len(docs) == whole.records_out
+    pd.testing.assert_frame_equal(frame, frame_whole)
+
+
+def test_new_files_are_analysed_alone_and_the_output_matches_a_whole_run(place, dclient, tmp_path):
+    load, run, out, db = place
+    load([str(p) for p in PASTA[:3]])
+    first = run(dclient)["best_hits"]
+    assert first.scope["mode"] == "whole" and "never published" in first.scope["reason"]
+    marks = list(db["ingest_files"].find({"status": "loaded"}, {"sha256": 1, "analysed": 1}))
+    assert len(marks) == 3 and all(m["analysed"]["best_hits"] == m["sha256"] for m in marks)
+
+    load([str(p) for p in PASTA[3:5]])
+    new_shas = {d["sha256"] for d in db["ingest_files"].find({"_id": {"$in": [str(p.resolve()) for p in PASTA[3:5]]}})}
+    second = run(dclient)["best_hits"]
+    assert second.scope["mode"] == "changed" and second.scope["files"] == 2, second.scope
+    new_hits = sum(db["hits"].count_documents({"search_id": {"$regex": f"^{search_id_prefix(s)}"}}) for s in new_shas)
+    assert second.records_in == new_hits < db["hits"].count_documents({})  # only the new files' hits were read
+    rows = list(db["query_best_hits"].find({"run_id": second.run_id}, {"_id": 1}))
+    assert rows and {r["_id"][:21] for r in rows} == {search_id_prefix(s) for s in new_shas}
+    _same_as_whole(db, out, run, dclient)
+
+    again = run(dclient)["best_hits"]
+    assert again.scope["mode"] == "none" and again.records_in == 0 and "current" in again.scope["reason"]
+
+
+def test_a_replaced_file_drops_its_old_searches(place, dclient, tmp_path):
+    load, run, out, db = place
+    work = tmp_path / "in"
+    work.mkdir()
+    for p in PASTA[:4]:
+        shutil.copy(p, work / p.name)
+    load([str(work)])
+    run(dclient)
+    victim = work / PASTA[0].name
+    old_sha = db["ingest_files"].find_one({"_id": str(victim.resolve())})["sha256"]
+    assert db["query_best_hits"].count_documents({"_id": {"$regex": f"^{search_id_prefix(old_sha)}"}}) > 0
+    shutil.copy(PASTA[6], victim)  # the same path, another content
+    load([str(work)])
+    result = run(dclient)["best_hits"]
+    assert result.scope["mode"] == "changed" and "1 replaced" in result.scope["reason"], result.scope
+    assert db["query_best_hits"].count_documents({"_id": {"$regex": f"^{search_id_prefix(old_sha)}"}}) == 0
+    frame = pq.read_table(out / "best_hits.parquet").to_pandas()
+    assert not frame["search_id"].str.startswith(search_id_prefix(old_sha)).any()
+    _same_as_whole(db, out, run, dclient)
+
+
+def test_whole_collection_when_the_parquet_file_is_gone_or_most_files_changed(place, dclient):
+    load, run, out, db = place
+    load([str(PASTA[0])])
+    run(dclient)
+    (out / "best_hits.parquet").unlink()
+    load([str(PASTA[1])])
+    missing = run(dclient)["best_hits"]
+    assert missing.scope["mode"] == "whole" and "missing or of another layout" in missing.scope["reason"]
+    load([str(p) for p in PASTA[2:6]])  # 4 new of 6 loaded
+    most = run(dclient)["best_hits"]
+    assert most.scope["mode"] == "whole" and "4 of 6 loaded files changed" in most.scope["reason"], most.scope
+
+
+def test_an_aggregate_analysis_says_it_reads_its_whole_source(place, dclient):
+    load, run, out, db = place
+    load([str(REPO / "samples" / "materials" / "materials.jsonl.gz")])
+    result = run(dclient, names=("oxide_formation_energy",))["oxide_formation_energy"]
+    assert result.scope["mode"] == "whole" and "no incremental form" in result.scope["reason"]
+    assert result.records_in > 0
+
+
+def test_file_prefix_needs_one_row_per_group():
+    best = get_analysis("best_hits")
+    oxide = get_analysis("oxide_formation_energy")
+    fields = {f: getattr(oxide, f) for f in oxide.__dataclass_fields__}
+    with pytest.raises(ConfigError, match="one output row per group"):
+        Analysis(**{**fields, "file_prefix": search_id_prefix})
+    assert best.file_prefix is search_id_prefix
+
+
+def test_the_airflow_task_logs_which_it_read(tmp_path, monkeypatch, mongo_uri, mongo_client, capfd):
+    from ingest.pipeline import task_analyze, task_load_landing
+
+    name = f"inc_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("SCI_INGEST_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SCI_INGEST_DB", name)
+    day = tmp_path / "home" / "landing" / "2026-11-02"
+    day.mkdir(parents=True)
+    try:
+        shutil.copy(PASTA[0], day)
+        task_load_landing("l1", "2026-11-02", mongo_uri=mongo_uri)
+        task_analyze("a1", mongo_uri=mongo_uri, incremental=True)
+        shutil.copy(PASTA[1], day)
+        task_load_landing("l2", "2026-11-02", mongo_uri=mongo_uri)
+        result = task_analyze("a2", mongo_uri=mongo_uri, incremental=True)
+        scopes = {a["name"]: a["scope"] for a in result["analyses"]}
+        assert scopes["best_hits"]["mode"] == "changed" and scopes["best_hits"]["files"] == 1
+        assert scopes["oxide_formation_energy"]["mode"] == "whole"
+        err = capfd.readouterr().err
+        assert "best_hits: only the groups of the 1 file(s) loaded since best_hits last ran" in err
+        assert "oxide_formation_energy: whole collection" in err
+        row = mongo_client[name]["stage_timings"].find_one({"run_id": "a2", "stage": "analyze.best_hits"})
+        assert row["detail"]["scope"]["mode"] == "changed"
+    finally:
+        mongo_client.drop_database(name)
+
+
+def test_the_cli_flag_reads_only_what_changed(tmp_path, mongo_uri, mongo_client):
+    import json
+    import os
+    import subprocess
+
+    name = f"inc_{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home"), "MONGODB_URI": mongo_uri, "SCI_INGEST_DB": name}
+    cli = str(REPO / ".venv" / "bin" / "sci-ingest")
+
+    def changed() -> dict:
+        proc = subprocess.run([cli, "analyze", "best_hits", "--changed", "--json"], env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["analysis"][0]
+
+    try:
+        for path in PASTA[:2]:
+            subprocess.run([cli, "load", str(path)], env=env, capture_output=True, timeout=300, check=True)
+            result = changed()
+        assert result["scope"]["mode"] == "changed" and result["scope"]["files"] == 1
+        assert changed()["scope"]["mode"] == "none"
+    finally:
+        mongo_client.drop_database(name)
