@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test bench lock server-start server-stop airflow clean
+.PHONY: install run test test-ui bench lock server-start server-stop airflow clean
 
 install: $(STAMP)
 
@@ -27,7 +27,25 @@ run: install
 	$(BIN)/sci-ingest run
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not ui"
+
+# The Airflow UI in a real browser (tests/test_airflow_ui.py, about 2 minutes): Debian's chromium
+# driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs
+# chromium and chromium-driver with apt-get when missing (as root, or through `sudo -n`).
+# Screenshots: test-output/ui/ ($SCI_INGEST_TEST_OUTPUT/ui); SCI_INGEST_UPDATE_FIGURES=1 also
+# refreshes docs/figures/airflow-green-run.png, the README's figure.
+test-ui: install
+	@missing=; for c in chromium chromedriver; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else echo "make test-ui: missing:$$missing (not root, no sudo -n); install as root: apt-get install -y chromium chromium-driver" >&2; exit 1; fi; \
+	  echo "make test-ui: missing:$$missing; installing Debian's chromium and chromium-driver (apt-get) ..."; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null \
+	    || { $$SUDO apt-get update -q >/dev/null && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; } \
+	    || { echo "make test-ui: apt-get install chromium chromium-driver failed; install them as root" >&2; exit 1; }; \
+	fi
+	$(BIN)/python -m pytest -q -s -m ui tests/test_airflow_ui.py
 
 # bench_load.py builds its corpora when missing (benchmarks/make_load_corpus.sh: 1x about a
 # minute, 10x about ten, 2 GB under $TMPDIR/sci-ingest-bench) and starts and stops its own

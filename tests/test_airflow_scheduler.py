@@ -11,58 +11,30 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 import pymongo
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-DAG_IDS = {"sci_ingest", "sci_ingest_landing", "sci_ingest_curated", "sci_ingest_backfill"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Api:
-    def __init__(self, base: str, password: str):
-        self.base = base
-        self.token = self.call("POST", "/auth/token", {"username": "admin", "password": password},
-                               auth=False)["access_token"]  # fmt: skip
-
-    def call(self, method: str, path: str, body=None, auth: bool = True):
-        req = urllib.request.Request(self.base + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode())  # fmt: skip
-        req.add_header("Content-Type", "application/json")
-        if auth:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read() or b"null")
-
-
-def _wait(what: str, fn, timeout: float, every: float = 2.0, describe=None):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        try:
-            last = fn()
-            if last:
-                return last
-        except OSError as exc:  # not listening yet
-            last = exc
-        time.sleep(every)
-    detail = describe() if describe else repr(last)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what} ({detail})")
+from airflow_harness import (  # noqa: F401  (local_airflow: the fixture)
+    AIRFLOW_INSTALLED,
+    DAG_IDS,
+    REPO,
+    Api,
+    _all_done,
+    _runs,
+    _tasks,
+    _wait,
+    admin_and_mongo,
+    land_day,
+    local_airflow,
+    wait_healthy,
+)
 
 
 def _listening(root: psutil.Process) -> list[tuple[str, str, int]]:
@@ -77,47 +49,6 @@ def _listening(root: psutil.Process) -> list[tuple[str, str, int]]:
     return found
 
 
-@pytest.fixture()
-def local_airflow(tmp_path):
-    home = tmp_path / "home"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MONGODB_URI", "DASK_"))}
-    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0"})
-    log = open(tmp_path / "airflow.log", "wb")
-    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "sci-ingest"), "airflow", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        yield proc, port, home, tmp_path / "airflow.log"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
-        subprocess.run([str(REPO / ".venv" / "bin" / "sci-ingest"), "server", "stop"], env=env, capture_output=True,
-                       timeout=60)  # fmt: skip
-
-
-def _runs(api, dag_id: str) -> list[dict]:
-    return api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
-
-
-def _tasks(api, dag_id: str, run_id: str) -> dict:
-    tis = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-    return {t["task_id"]: t["state"] for t in tis}
-
-
-def _all_done(api, dag_id: str, count: int):
-    runs = _runs(api, dag_id)
-    assert not [r for r in runs if r["state"] == "failed"], [(r["dag_run_id"], _tasks(api, dag_id, r["dag_run_id"]))
-                                                             for r in runs if r["state"] == "failed"]  # fmt: skip
-    done = [r for r in runs if r["state"] == "success"]
-    return done if len(done) >= count and len(done) == len(runs) else None
-
-
 def _loaded_files(mongo_uri: str) -> list[dict]:
     client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
     try:
@@ -129,17 +60,11 @@ def _loaded_files(mongo_uri: str) -> list[dict]:
 def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None:
     """Three landing days: a run loads its day's folder, announces the collections it wrote as
     Assets, the curated DAG runs on them; a backfill loads each day once; again, nothing."""
-    import shutil
-
     from ingest.airflow_local import airflow_env
 
-    landing = home / "landing"
     pasta = sorted((REPO / "samples" / "pasta").glob("*.m10"))[:2]
-    (landing / "2026-11-01").mkdir(parents=True)
-    for f in pasta:
-        shutil.copy(f, landing / "2026-11-01" / f.name)
-    (landing / "2026-11-02").mkdir()
-    shutil.copy(REPO / "samples" / "materials" / "materials.jsonl.gz", landing / "2026-11-02")
+    land_day(home, "2026-11-01", pasta)
+    land_day(home, "2026-11-02", [REPO / "samples" / "materials" / "materials.jsonl.gz"])
     # 2026-11-03: nothing landed
     for dag_id in ("sci_ingest_landing", "sci_ingest_curated"):
         api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
@@ -217,20 +142,12 @@ def _manual_backfill(api, home: Path) -> None:
         assert all(t["pool"] == "sci_ingest_load" for t in batches if t["state"] == "success"), batches
 
 
-@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "airflow").exists(), reason="Airflow is not installed (make install)")
+@pytest.mark.skipif(not AIRFLOW_INSTALLED, reason="Airflow is not installed (make install)")
 def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     proc, port, home, log_path = local_airflow
     base = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        with urllib.request.urlopen(base + "/api/v2/monitor/health", timeout=5) as resp:
-            health = json.loads(resp.read())
-        return all(health.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "dag_processor"))
-
-    _wait("Airflow to be healthy", healthy, 180)
-    log_text = log_path.read_text()
-    password = re.search(r"user admin, password (\S+)", log_text).group(1)
-    mongo_uri = re.search(r"MongoDB: the embedded SecantusDB server, pid \d+, (\S+)", log_text).group(1)
+    wait_healthy(base, 180)
+    password, mongo_uri = admin_and_mongo(log_path)
     api = Api(base, password)
 
     # nothing outside loopback: the UI/API, and no log server on every interface
