@@ -173,7 +173,7 @@ def _import_for_analyses() -> bool:
 
     for analysis in all_analyses():  # imports every analysis module
         try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily
-            analysis.combine_partials([analysis.partition(analysis.schema.empty())])
+            analysis.run_frames([analysis.schema.empty()])  # with its side input, regroup and combine
         except Exception:  # noqa: BLE001 - an analysis need not accept an empty frame; this is only a warm-up
             pass
     return True

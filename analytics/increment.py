@@ -8,7 +8,8 @@ The groups of a file then depend on that file alone, and an update is:
 
 1. **what changed** -- the ledger (``ingest_files``) keeps, per entry and analysis, the
    content the analysis's published output covers (``analysed.<name>``).  Entries whose
-   ``sha256`` differs are pending: new files, and files whose content was replaced (their
+   ``sha256`` differs, of files that wrote into the analysis's source collection, are
+   pending: new files, and files whose content was replaced (their
    old content's groups must go: they are recomputed too, which finds nothing if the old
    documents are gone, or finds them again if another path still has that content);
 2. **read and compute** only the groups of those contents: the declared filter AND a key
@@ -108,8 +109,8 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
     with db_errors(f"reading the ledger of {db_name}", uri=uri):
         exists = bool(shared_client(uri)[db_name].list_collection_names(filter={"name": analysis.output}))
         ledger = _ledger(uri, db_name)
-        pending = ledger.analysis_pending(analysis.name, MAX_CHANGED + 1)
-        loaded = ledger.count_loaded() if pending else 0
+        pending = ledger.analysis_pending(analysis.name, analysis.source, MAX_CHANGED + 1)
+        loaded = ledger.count_loaded(analysis.source) if pending else 0
     parquet = Path(out_dir) / analysis.parquet_name
     if not exists:
         return _whole(analysis, uri, db_name, f"whole collection: {analysis.output} was never published here")
@@ -184,6 +185,8 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
             for start in range(0, len(docs), 1000):
                 coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
                                 ordered=False)  # fmt: skip
+            for keys in analysis.indexes:  # idempotent: an output published before they were declared
+                coll.create_index(list(keys))
             for start in range(0, len(scope.prefixes), 500):
                 gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
                 coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}})

@@ -18,7 +18,37 @@ An analysis is a :class:`Analysis` declaration in a module of the
 * ``file_prefix`` (optional): input file content (sha256) in, the prefix every
   group key made from that file starts with out.  Declared by an analysis with
   one output row per group, it can be brought up to date with only the groups of
-  the files loaded since it last ran (:mod:`analytics.increment`).
+  the files loaded since it last ran (:mod:`analytics.increment`);
+* ``questions`` analysts ask of the output and the ``indexes`` that answer them
+  (each a list of ``(field, 1 | -1)``; built before the output is published, so
+  the collection never appears without them);
+* ``plot`` (optional): the output frame in, a matplotlib ``Figure`` out, for
+  ``sci-ingest report``;
+* ``join`` (optional): a :class:`Side` input -- another collection (``source``,
+  ``filter``, ``columns``, and the ``key`` column the analysis joins on) read
+  once, whole, on the Dask workers (in ranges of ``key`` or as a stream, as the
+  server's plans say), each part passed through the side's optional
+  ``prepare`` (pure, frame in, frame out: e.g. wide raw columns reduced to what
+  the join compares) where it was read, then concatenated into one frame that
+  stays on the cluster and is handed to every partition: ``partition(frame,
+  side)``.  The function stays pure (frames in, partial out) and does the join
+  itself; the prepared side must fit in a worker's memory.  An analysis with a
+  side input cannot be brought up to date incrementally (its rows depend on the
+  side too);
+* ``regroup`` and ``per_group`` (optional, together): a second parallel stage
+  for analyses whose units of work are only known once every partition has been
+  seen (``hull_energy``: one phase diagram per maximal chemical system).
+  ``regroup`` gets the partials of every partition, in the driver, and returns
+  ``(units, {reason: count})``; ``per_group`` runs on a worker once per unit;
+  ``combine`` then gets the ``per_group`` results instead of the partials, and
+  the counts of both are added up;
+* ``summary`` (optional): the output frame in, ``{name: number}`` out -- a few
+  numbers describing the output as a whole (e.g. quantiles of a difference),
+  kept with the result (:attr:`analytics.runner.AnalysisResult.summary`) and in
+  the Parquet file's metadata.
+
+:meth:`Analysis.run_frames` runs the same stages in this process on in-memory
+frames, without Dask or MongoDB (for tests and notebooks).
 
 The runner (:mod:`analytics.runner`) runs any declaration the same way: plan,
 read, apply, combine, publish.  Adding an analysis is one new module in
@@ -37,8 +67,42 @@ from typing import Any, Callable
 from analytics.schema import Column, Schema, conform, empty
 from ingest.errors import AnalysisError, ConfigError
 
-__all__ = ["Analysis", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis", "select_analyses",
-           "concat_by_id"]
+__all__ = ["Analysis", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
+           "select_analyses", "concat_by_id", "gather_partials"]
+
+
+@dataclass(frozen=True)
+class Side:
+    """A side input of an analysis: a collection read once, whole, and handed to every partition.
+
+    ``key`` names the declared column the analysis joins on: the side is read in
+    ranges of its path (an index is made on it if none leads with it).
+    ``prepare`` (optional, pure) turns each part as read into what the
+    partitions get.
+    """
+
+    source: str
+    columns: tuple[Column, ...]
+    key: str
+    filter: dict = field(default_factory=dict)
+    prepare: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", Schema(self.columns).columns)
+        if self.key not in self.schema.names:
+            raise ConfigError(f"side input {self.source}: key {self.key!r} is not one of its columns")
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(self.columns)
+
+    @property
+    def key_path(self) -> str:
+        return next(c.path for c in self.columns if c.name == self.key)
+
+    def prepared(self, frame):
+        """One part of the side as read, prepared for the partitions."""
+        return self.prepare(frame) if self.prepare is not None else frame
 
 
 @dataclass(frozen=True)
@@ -59,6 +123,13 @@ class Analysis:
     group_key: str | None = None
     parquet: str | None = None
     file_prefix: Callable[[str], str] | None = None
+    questions: tuple[str, ...] = ()
+    indexes: tuple[tuple[tuple[str, int], ...], ...] = ()
+    plot: Callable[[Any], Any] | None = None
+    join: Side | None = None
+    regroup: Callable[[list], tuple[list, dict[str, int]]] | None = None
+    per_group: Callable[[Any], Any] | None = None
+    summary: Callable[[Any], dict[str, float]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", Schema(self.columns).columns)
@@ -66,6 +137,17 @@ class Analysis:
             raise ConfigError(f"analysis {self.name}: output_id {self.output_id!r} is not an output column")
         if self.group_key is not None and self.group_key not in self.schema.names:
             raise ConfigError(f"analysis {self.name}: group_key {self.group_key!r} is not an input column")
+        object.__setattr__(self, "indexes", tuple(tuple((f, int(d)) for f, d in ix) for ix in self.indexes))
+        for ix in self.indexes:
+            unknown = [f for f, _ in ix if f not in self.output_types and f != "_id"]
+            if unknown or any(d not in (1, -1) for _, d in ix):
+                raise ConfigError(f"analysis {self.name}: index {list(ix)} names no output column or has a "
+                                  "direction other than 1 / -1")
+        if (self.regroup is None) != (self.per_group is None):
+            raise ConfigError(f"analysis {self.name}: regroup and per_group are declared together")
+        if self.file_prefix is not None and (self.join is not None or self.regroup is not None):
+            raise ConfigError(f"analysis {self.name}: file_prefix cannot go with a side input or a regroup "
+                              "stage (an output row would depend on more than its group's file)")
         if self.file_prefix is not None and not self.mends_groups:
             raise ConfigError(f"analysis {self.name}: file_prefix needs one output row per group "
                               "(group_key == output_id, the default combine)")
@@ -83,7 +165,8 @@ class Analysis:
         dropped and the group is read again whole.  The runner then streams the
         source unsorted instead of paying for a server-side sort.
         """
-        return self.group_key is not None and self.combine is None and self.output_id == self.group_key
+        return (self.group_key is not None and self.combine is None and self.regroup is None
+                and self.output_id == self.group_key)
 
     @property
     def parquet_name(self) -> str:
@@ -95,9 +178,57 @@ class Analysis:
         frame, excluded = combined if isinstance(combined, tuple) else (combined, {})
         return conform(frame, self.output_types), dict(excluded)
 
+    def finish(self, partials: list, map_units: Callable[[Callable, list], list] | None = None
+               ) -> tuple[Any, dict[str, int]]:
+        """(output frame, excluded counts) from the partitions' partials: regroup and
+        ``per_group`` when declared (each unit through ``map_units(per_group, units)``,
+        by default here, one after the other), then combine."""
+        early: dict[str, int] = {}
+        if self.regroup is not None:
+            units, early = self.regroup(list(partials))
+            units = list(units)
+            partials = (map_units or _map_here)(self.per_group, units) if units else []
+        frame, excluded = self.combine_partials(partials)
+        for reason, count in early.items():
+            excluded[reason] = excluded.get(reason, 0) + int(count)
+        return frame, excluded
+
+    def apply(self, frame, side=None) -> Any:
+        """The partition function on one frame (with the side frame when a side input is declared)."""
+        return self.partition(frame, side) if self.join is not None else self.partition(frame)
+
+    def run_frames(self, frames: list, side=None) -> tuple[Any, dict[str, int]]:
+        """The whole analysis in this process on in-memory ``frames`` (one per partition)
+        and, when declared, the ``side`` frame as read (it is prepared here): what the runner
+        computes, without Dask or MongoDB."""
+        if self.join is not None:
+            side = self.join.prepared(self.join.schema.empty() if side is None else side)
+        return self.finish([self.apply(f, side) for f in frames])
+
     def describe(self) -> dict:
-        return {"name": self.name, "source": self.source, "output": self.output,
-                "parquet": self.parquet_name, "description": self.description}
+        described = {"name": self.name, "source": self.source, "output": self.output,
+                     "parquet": self.parquet_name, "description": self.description,
+                     "questions": list(self.questions), "indexes": [[list(k) for k in ix] for ix in self.indexes]}
+        if self.join is not None:
+            described["join"] = {"source": self.join.source, "key": self.join.key}
+        return described
+
+
+def _map_here(function: Callable, units: list) -> list:
+    return [function(unit) for unit in units]
+
+
+def gather_partials(partials, reasons=()) -> tuple[list, dict[str, int]]:
+    """The non-empty frames of ``(frame, {reason: count})`` partials, and the counts added up
+    (every one of ``reasons`` present, 0 when none was counted)."""
+    excluded = dict.fromkeys(reasons, 0)
+    frames = []
+    for frame, counts in partials:
+        if len(frame):
+            frames.append(frame)
+        for reason, n in counts.items():
+            excluded[reason] = excluded.get(reason, 0) + int(n)
+    return frames, excluded
 
 
 def concat_by_id(analysis: Analysis, partials: list):

@@ -17,7 +17,13 @@ For an :class:`analytics.registry.Analysis` the runner
    raw chunk to a worker as it arrives (at most four per thread in flight), which
    decodes it;
 3. applies the declared per-partition function to each partition or chunk,
-   counting the rows read, then the declared combine once;
+   counting the rows read, then the declared combine once.  An analysis with a
+   side input (``join``) first has the side collection read on the workers the
+   same way (ranges of its key, or a stream), each part prepared where it was
+   read, into one frame that stays on the cluster (a future) and is given to
+   every partition; one with a ``regroup``
+   stage has its units of work (made in the driver from the partials) run one
+   Dask task each before the combine;
 4. publishes the output as a whole: the documents go to a temporary collection
    that is then renamed over the target with ``dropTarget=True`` (atomic for
    readers; SecantusDB 0.7 supports it), and the Parquet file is written to a
@@ -77,6 +83,8 @@ class AnalysisResult:
     read: dict = field(default_factory=dict)
     #: What was read: the whole source, the groups of changed files, or nothing (``mode``), and why.
     scope: dict = field(default_factory=dict)
+    #: The analysis's own numbers about its output as a whole (``Analysis.summary``), if it declares them.
+    summary: dict = field(default_factory=dict)
 
 
 def default_partitions(threads: int, count: int) -> int:
@@ -105,21 +113,77 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     log.info("created index on %s.%s(%s) for partitioned reads", db_name, collection, key)
 
 
-def _apply(function, frame) -> tuple[int, object]:
-    """(rows read, the analysis's partial result) for one partition (runs on a worker)."""
-    return len(frame), function(frame)
+def _apply(function, frame, side: tuple = ()) -> tuple[int, object]:
+    """(rows read, the analysis's partial result) for one partition (runs on a worker).
+
+    ``side`` is ``()``, or ``(side frame,)`` for an analysis with a side input.
+    """
+    return len(frame), function(frame, *side)
 
 
-def _apply_chunk(function, columns, raw: bytes, group_key: str | None = None) -> tuple[int, object, list]:
+def _apply_chunk(function, columns, raw: bytes, group_key: str | None = None,
+                 side: tuple = ()) -> tuple[int, object, list]:
     """(rows, partial result, the chunk's group keys) of one raw streamed chunk, decoded where it runs."""
     from analytics.streaming import chunk_frame
 
     frame = chunk_frame(columns, raw)
     keys = frame[group_key].dropna().unique().tolist() if group_key else []
-    return len(frame), function(frame), keys
+    return len(frame), function(frame, *side), keys
 
 
-def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object, list]]:
+def _side_chunk(side, raw: bytes):
+    """One streamed chunk of a side input, decoded and prepared (runs on a worker)."""
+    from analytics.streaming import chunk_frame
+
+    return side.prepared(chunk_frame(side.columns, raw))
+
+
+def _side_range(side, spec):
+    """One key range of a side input, read and prepared (runs on a worker)."""
+    from analytics.partitions import read_partition
+
+    return side.prepared(read_partition(spec))
+
+
+def _side_frame(side, parts: list):
+    """The side input's frame: its prepared parts end to end (runs on a worker)."""
+    import pandas as pd
+
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return side.prepared(side.schema.empty())
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+
+
+def _read_side(analysis: Analysis, client, uri: str, db_name: str) -> tuple[object, dict]:
+    """(a future of the side input's whole frame, how it was read): read on the workers, kept there.
+
+    The side is planned like a source (ranges of its key where the server can
+    seek and sample it, else one stream whose chunks the workers decode), each
+    part is prepared where it was read (``Side.prepare``), and the parts are
+    concatenated on a worker; the partitions get the future, so the frame never
+    passes through this process.
+    """
+    from analytics.planning import plan_reads
+    from analytics.streaming import read_chunks
+
+    side = analysis.join
+    key = side.key_path
+    if key != "_id":
+        _ensure_index(uri, db_name, side.source, key)
+    plan = plan_reads(uri, db_name, side.source, columns=side.columns, key=key, query=side.filter or None,
+                      threads=thread_count(client))
+    if plan.mode == "stream":
+        parts = [client.submit(_side_chunk, side, raw, pure=False) for _, raw in read_chunks(plan.stream)]
+    else:
+        parts = [client.submit(_side_range, side, spec, pure=False) for spec in plan.specs]
+    future = client.submit(_side_frame, side, parts, pure=False)
+    rows = client.submit(len, future, pure=False).result()
+    log.info("analysis %s: side input %s read (%s), %d rows", analysis.name, side.source, plan.mode, rows)
+    return future, {"source": side.source, "key": side.key, "rows": rows, **plan.describe()}
+
+
+def _stream(analysis: Analysis, client, stream, side: tuple = ()) -> list[tuple[int, object, list]]:
     """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     from collections import deque
 
@@ -131,9 +195,9 @@ def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object, list]
     args = (analysis.partition, stream.columns)
     keys_of = None if stream.sorted else stream.group_key  # a group's chunks are known only to an unsorted stream
     for count, raw in read_chunks(stream):
-        if count < stream.chunk_rows and not running and not done:
+        if count < stream.chunk_rows and not running and not done and not side:
             return [_apply_chunk(*args, raw, keys_of)]  # the only chunk: no round trip
-        running.append(client.submit(_apply_chunk, *args, raw, keys_of, pure=False))
+        running.append(client.submit(_apply_chunk, *args, raw, keys_of, side, pure=False))
         if len(running) >= window:  # chunks are alike: waiting for the oldest keeps the window full
             done.append(running.popleft().result())
     done.extend(future.result() for future in running)
@@ -144,7 +208,7 @@ def _stream(analysis: Analysis, client, stream) -> list[tuple[int, object, list]
 MEND_BATCH = 10_000
 
 
-def _mend_groups(analysis: Analysis, client, stream, done: list) -> tuple[list, int]:
+def _mend_groups(analysis: Analysis, client, stream, done: list, side: tuple = ()) -> tuple[list, int]:
     """(partials, groups mended): groups an unsorted stream split between chunks, re-read whole.
 
     A group met in more than one chunk has a partial row in each; those rows
@@ -168,7 +232,7 @@ def _mend_groups(analysis: Analysis, client, stream, done: list) -> tuple[list, 
     for start in range(0, len(split), MEND_BATCH):
         batch = split[start:start + MEND_BATCH]
         again = replace(stream, sorted=True, query=range_filter(stream.query, stream.group_path, {"$in": batch}))
-        partials.extend(partial for _, partial, _ in _stream(analysis, client, again))
+        partials.extend(partial for _, partial, _ in _stream(analysis, client, again, side))
     return partials, len(split)
 
 
@@ -179,13 +243,18 @@ def _column_path(analysis: Analysis, name: str) -> str:
 
 def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None,
              query: dict | None):
-    """(partial results, records read, partitions, read plan) of ``analysis`` over its source
-    (the documents ``query`` selects: the declared filter, narrowed by an incremental scope)."""
+    """(partial results, records read, partitions, read plan, how the side input was read or None)
+    of ``analysis`` over its source (the documents ``query`` selects: the declared filter, narrowed
+    by an incremental scope)."""
     from dask import delayed
 
     from analytics.partitions import read_collection
     from analytics.planning import plan_reads
 
+    side, joined = (), None
+    if analysis.join is not None:
+        future, joined = _read_side(analysis, client, uri, db_name)
+        side = (future,)
     if key != "_id":
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
@@ -196,20 +265,27 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
         stream = plan.stream
         if stream.group_path and stream.group_path != key:
             _ensure_index(uri, db_name, analysis.source, stream.group_path)  # sorted walks, or mending seeks
-        done = _stream(analysis, client, stream)
+        done = _stream(analysis, client, stream, side)
         partials = [partial for _, partial, _ in done]
         if stream.group_path and not stream.sorted:
-            partials, plan.split_groups = _mend_groups(analysis, client, stream, done)
-        return partials, sum(rows for rows, _, _ in done), len(done), plan
+            partials, plan.split_groups = _mend_groups(analysis, client, stream, done, side)
+        return partials, sum(rows for rows, _, _ in done), len(done), plan, joined
     if not plan.specs:
-        return [], 0, 0, plan
+        return [], 0, 0, plan, joined
     ddf = read_collection(plan.specs, analysis.schema.empty())
     key = plan.key or key  # on a mongos: the hashed shard key's field, cut along the chunks
     if analysis.group_key and _column_path(analysis, analysis.group_key) != key:
         ddf = ddf.shuffle(on=analysis.group_key)  # a group may straddle key ranges: bring it together
-    tasks = [delayed(_apply)(analysis.partition, part) for part in ddf.to_delayed()]
+    tasks = [delayed(_apply)(analysis.partition, part, side) for part in ddf.to_delayed()]
     done = client.compute(tasks, sync=True)
-    return [partial for _, partial in done], sum(rows for rows, _ in done), len(plan.specs), plan
+    return [partial for _, partial in done], sum(rows for rows, _ in done), len(plan.specs), plan, joined
+
+
+def _map_units(client):
+    """How the runner runs a regroup stage's units: one Dask task each, results in order."""
+    def run(function, units: list) -> list:
+        return client.gather(client.map(function, units, pure=False))
+    return run
 
 
 # ------------------------------------------------------------------ publishing
@@ -279,6 +355,8 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
                 db[tmp_coll].insert_many(docs, ordered=False)
             else:
                 db.create_collection(tmp_coll)
+            for keys in analysis.indexes:  # before the rename: the output never appears without them
+                db[tmp_coll].create_index(list(keys))
             client.admin.command("renameCollection", f"{db_name}.{tmp_coll}",
                                  to=f"{db_name}.{target}", dropTarget=True)
         os.replace(tmp_file, final)
@@ -318,15 +396,21 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
                               collection=analysis.output, parquet_path=out_dir / analysis.parquet_name,
                               run_id=run_id, seconds=time.perf_counter() - started, scope=scope.describe())  # fmt: skip
     try:
-        partials, records_in, n_parts, plan = _compute(analysis, client, uri, db_name, partitions,
-                                                       partition_key or analysis.partition_key, read_mode,
-                                                       scoped_filter(analysis, scope))  # fmt: skip
-        frame, excluded = analysis.combine_partials(partials)
+        partials, records_in, n_parts, plan, joined = _compute(analysis, client, uri, db_name, partitions,
+                                                               partition_key or analysis.partition_key, read_mode,
+                                                               scoped_filter(analysis, scope))  # fmt: skip
+        frame, excluded = analysis.finish(partials, _map_units(client))
+        summary = dict(analysis.summary(frame)) if analysis.summary is not None else {}
     except SciIngestError:
         raise
     except Exception as exc:  # Dask / pandas failures inside the analysis
         raise AnalysisError(f"analysis {analysis.name} failed: {type(exc).__name__}: {exc}") from exc
-    metadata = {"records_in": records_in, "partitions": n_parts, "excluded": excluded, "read": plan.describe()}
+    read = plan.describe()
+    if joined:
+        read["join"] = joined
+    metadata = {"records_in": records_in, "partitions": n_parts, "excluded": excluded, "read": read}
+    if summary:
+        metadata["summary"] = summary
     if scope.mode == "changed":
         collection, parquet_path = publish_changes(uri, db_name, analysis, frame, run_id, out_dir, scope, metadata,
                                                    _documents)  # fmt: skip
@@ -337,7 +421,8 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     result = AnalysisResult(
         name=analysis.name, records_in=records_in, records_out=len(frame), partitions=n_parts,
         collection=collection, parquet_path=parquet_path, run_id=run_id,
-        seconds=time.perf_counter() - started, excluded=excluded, read=plan.describe(), scope=scope.describe(),
+        seconds=time.perf_counter() - started, excluded=excluded, read=read, scope=scope.describe(),
+        summary=summary,
     )
     log.info("analysis %s: %d in, %d out, %d partitions (%s), %.2fs", analysis.name, records_in, len(frame),
              n_parts, plan.mode, result.seconds)

@@ -114,16 +114,22 @@ class Ledger:
     # is pending for that analysis.  Entries without ``sha256`` (a first load that failed)
     # stand for no documents and are never pending.
 
-    def analysis_pending(self, name: str, limit: int) -> list[dict]:
-        """Up to ``limit`` entries whose content ``name`` has not seen: {_id, sha256, analysed}."""
+    def analysis_pending(self, name: str, source: str, limit: int) -> list[dict]:
+        """Up to ``limit`` entries whose content ``name`` has not seen: {_id, sha256, analysed}.
+
+        Only files that wrote into ``source`` (the analysis's input collection), or whose
+        earlier content the analysis saw (it may have had documents there).
+        """
         query = {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True},
+                 "$or": [{f"records.{source}": {"$gt": 0}}, {f"analysed.{name}": {"$exists": True}}],
                  "$expr": {"$ne": [f"$analysed.{name}", "$sha256"]}}  # fmt: skip
         return self.retry("reading the ledger", lambda: list(
             self.coll.find(query, {"sha256": 1, f"analysed.{name}": 1}).limit(limit)))
 
-    def count_loaded(self) -> int:
-        return self.retry("reading the ledger", self.coll.count_documents, {"status": {"$in": ["loaded", "failed"]},
-                                                                             "sha256": {"$exists": True}})
+    def count_loaded(self, source: str) -> int:
+        """How many loaded files wrote into ``source``."""
+        return self.retry("reading the ledger", self.coll.count_documents, {
+            "status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}, f"records.{source}": {"$gt": 0}})
 
     def loaded_contents(self) -> list[str]:
         """The contents (sha256) whose documents are in the database now."""

@@ -122,7 +122,20 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
     # 11-01's searches/hits and 11-02's materials: two curated runs; the re-run loaded nothing, so none more
     _wait("the curated runs", lambda: _all_done(api, "sci_ingest_curated", 2), 240, every=3)
     time.sleep(5)
-    assert len(_runs(api, "sci_ingest_curated")) == 2
+    curated = sorted(_runs(api, "sci_ingest_curated"), key=lambda r: r["run_after"])
+    assert len(curated) == 2
+    # each analysis says what it read: best_hits the whole source at first, then nothing (only
+    # materials landed since); the aggregate oxide_formation_energy its whole source each time
+    first, second = (_analyze_log(api, r["dag_run_id"]) for r in curated)
+    assert "best_hits: whole collection: query_best_hits was never published here" in first, first[-3000:]
+    assert "best_hits: nothing loaded since best_hits last ran" in second, second[-3000:]
+    assert all("oxide_formation_energy: whole collection" in log for log in (first, second))
+
+
+def _analyze_log(api, run_id: str) -> str:
+    log = api.call("GET", f"/api/v2/dags/sci_ingest_curated/dagRuns/{run_id}/taskInstances/analyze/logs/1"
+                          "?full_content=true")  # fmt: skip
+    return json.dumps(log)
 
 
 def _manual_backfill(api, home: Path) -> None:

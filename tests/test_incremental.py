@@ -78,6 +78,10 @@ def test_new_files_are_analysed_alone_and_the_output_matches_a_whole_run(place, 
 
     again = run(dclient)["best_hits"]
     assert again.scope["mode"] == "none" and again.records_in == 0 and "current" in again.scope["reason"]
+    load([str(REPO / "samples" / "materials" / "materials.jsonl.gz")])  # nothing for hits
+    assert run(dclient)["best_hits"].scope["mode"] == "none"
+    indexes = {tuple(v["key"]) for v in db["query_best_hits"].index_information().values()}
+    assert {(("query_id", 1),), (("best_evalue", 1),), (("best_hit_id", 1),)} <= indexes  # declared, built
 
 
 def test_a_replaced_file_drops_its_old_searches(place, dclient, tmp_path):

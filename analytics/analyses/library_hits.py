@@ -1,0 +1,183 @@
+"""library_hits: how often each library sequence was hit ("which chromosomes are hit most").
+
+Input: one row per hit with ``search_id, query_id, library, hit_id`` and the
+first HSP's ``evalue`` and ``identity``.  Output: one row per library sequence
+(``library`` + ``hit_id``; :data:`OUTPUT_TYPES`): ``n_hits`` (hits naming it, over
+every search and program), ``n_queries`` (distinct queries that hit it),
+``n_searches``, ``best_evalue`` (the lowest; 0 when a hit had E = 0),
+``mean_identity`` over the hits with an identity (``n_identity`` of them),
+the longest ``hit_length`` and the first description seen.  Rows are sorted by
+``n_hits`` (most first), then ``n_queries``, then the best E-value, and
+``rank`` numbers them from 1: the first rows answer the question.  ``sequence``,
+the id, is ``<library>|<hit_id>`` with ``%`` and ``|`` percent-escaped in both
+parts, so two different pairs never share an id.
+
+Partition: per partition, the hits' sums per sequence and the distinct
+(sequence, query) and (sequence, search) pairs (a query or a search may reach
+several partitions); combine: sums, minima and distinct counts over all of them.
+Hits without a library or a hit id are left out, counted (``no_library``,
+``no_hit_id``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analytics.registry import Analysis
+from analytics.schema import Column, empty, require_columns
+from ingest.catalog import HITS
+
+COLUMNS = (
+    Column("search_id", "search_id", "string"),
+    Column("query_id", "query_id", "string"),
+    Column("library", "library", "string"),
+    Column("hit_id", "hit_id", "string"),
+    Column("hit_description", "hit_description", "string"),
+    Column("hit_length", "hit_length", "int64"),
+    Column("evalue", "hsps.0.evalue", "float64"),
+    Column("identity", "hsps.0.identity", "float64"),
+)
+INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
+
+OUTPUT_TYPES: dict[str, str] = {
+    "sequence": "str",
+    "rank": "int64",
+    "library": "str",
+    "hit_id": "str",
+    "hit_description": "str",
+    "hit_length": "Int64",
+    "n_hits": "int64",
+    "n_queries": "int64",
+    "n_searches": "int64",
+    "best_evalue": "float64",
+    "mean_identity": "float64",
+    "n_identity": "int64",
+}
+
+EXCLUDED = ("no_library", "no_hit_id")
+_KEY = ["library", "hit_id"]
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("|", "%7C")
+
+
+def sequence_key(library: str, hit_id: str) -> str:
+    """The output id of a library sequence: ``<library>|<hit_id>``, each part escaped."""
+    return f"{_escape(library)}|{_escape(hit_id)}"
+
+
+def library_partial(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """One partition's sums per sequence and its distinct (sequence, query/search) pairs; counts left out."""
+    require_columns(df, INPUT_COLUMNS, "library_hits")
+    no_library = df["library"].isna()
+    no_hit = df["hit_id"].isna() & ~no_library
+    excluded = {"no_library": int(no_library.sum()), "no_hit_id": int(no_hit.sum())}
+    data = df[~no_library & ~no_hit].copy()
+    data["library"] = data["library"].astype("object")
+    data["hit_id"] = data["hit_id"].astype("object")
+    evalue = pd.to_numeric(data["evalue"], errors="coerce").astype("float64")
+    data["evalue"] = evalue.where(evalue >= 0)  # a negative E-value is not one: missing
+    identity = pd.to_numeric(data["identity"], errors="coerce").astype("float64")
+    data["identity"] = identity.where((identity >= 0) & (identity <= 1))
+    groups = data.groupby(_KEY, sort=False, dropna=False)
+    sums = pd.DataFrame({
+        "n_hits": groups.size(),
+        "best_evalue": groups["evalue"].min(),
+        "identity_sum": groups["identity"].sum(min_count=1),
+        "n_identity": groups["identity"].count(),
+        "hit_length": pd.to_numeric(data["hit_length"], errors="coerce").groupby(
+            [data["library"], data["hit_id"]], sort=False).max(),
+        "hit_description": groups["hit_description"].first(),
+    }).reset_index()
+    pairs = {name: data.loc[data[name].notna(), _KEY + [name]].drop_duplicates()
+             for name in ("query_id", "search_id")}
+    return {"sums": sums, **pairs}, excluded
+
+
+def library_combine(partials: list[tuple[dict, dict[str, int]]]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """All partitions' sums per sequence, ranked by hits."""
+    excluded = dict.fromkeys(EXCLUDED, 0)
+    sums, queries, searches = [], [], []
+    for part, counts in partials:
+        for reason, n in counts.items():
+            excluded[reason] = excluded.get(reason, 0) + int(n)
+        if len(part["sums"]):
+            sums.append(part["sums"])
+            queries.append(part["query_id"])
+            searches.append(part["search_id"])
+    if not sums:
+        return empty(OUTPUT_TYPES), excluded
+    groups = pd.concat(sums, ignore_index=True).groupby(_KEY, sort=True)
+    out = pd.DataFrame({
+        "n_hits": groups["n_hits"].sum(),
+        "best_evalue": groups["best_evalue"].min(),
+        "identity_sum": groups["identity_sum"].sum(min_count=1),
+        "n_identity": groups["n_identity"].sum(),
+        "hit_length": groups["hit_length"].max(),
+        "hit_description": groups["hit_description"].first(),
+    })
+    out["n_queries"] = pd.concat(queries).drop_duplicates().groupby(_KEY).size()
+    out["n_searches"] = pd.concat(searches).drop_duplicates().groupby(_KEY).size()
+    out = out.reset_index()
+    n_identity = out["n_identity"].to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["mean_identity"] = np.where(n_identity > 0, out["identity_sum"].to_numpy(dtype="float64") / n_identity,
+                                        np.nan)
+    for column in ("n_queries", "n_searches"):
+        out[column] = out[column].fillna(0).astype("int64")
+    out = out.sort_values(["n_hits", "n_queries", "best_evalue", "library", "hit_id"],
+                          ascending=[False, False, True, True, True], na_position="last", kind="mergesort")
+    out["rank"] = np.arange(1, len(out) + 1)
+    out["sequence"] = [sequence_key(lib, hit) for lib, hit in zip(out["library"], out["hit_id"])]
+    return out.reset_index(drop=True), excluded
+
+
+def library_hits(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The whole analysis on one in-memory frame: (table, left-out counts)."""
+    return library_combine([library_partial(df)])
+
+
+def plot_library_hits(frame: pd.DataFrame, top: int = 20):
+    """The ``top`` most-hit library sequences: hits and distinct queries."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    data = frame.assign(n_hits=pd.to_numeric(frame["n_hits"], errors="coerce").fillna(0),
+                        n_queries=pd.to_numeric(frame["n_queries"], errors="coerce").fillna(0))
+    data = data.sort_values(["n_hits", "n_queries"], ascending=False, kind="mergesort").head(top)
+    labels = [f"{hit} ({str(lib).rsplit('/', 1)[-1]})" for lib, hit in zip(data["library"], data["hit_id"])]
+    fig = Figure(figsize=(9.0, max(3.0, 0.28 * len(data) + 1.4)))
+    ax = fig.subplots()
+    y = np.arange(len(data))
+    ax.barh(y - 0.2, data["n_hits"], height=0.4, color="#4c72b0", label="hits")
+    ax.barh(y + 0.2, data["n_queries"], height=0.4, color="#dd8452", label="distinct queries")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("count (hits, or distinct queries)")
+    ax.set_title(f"the {len(data)} most-hit library sequences, of {len(frame):,} hit", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+ANALYSIS = Analysis(
+    name="library_hits",
+    description="per library sequence: hits, distinct queries, best E-value, mean identity, most hit first",
+    source=HITS,
+    columns=COLUMNS,
+    partition=library_partial,
+    combine=library_combine,
+    output="library_hits",
+    output_id="sequence",
+    output_types=OUTPUT_TYPES,
+    questions=("which library sequences (chromosomes) are hit most",
+               "how often was sequence Y of library L hit, by how many queries, how well",
+               "the library sequences of library L, most hit first"),
+    indexes=((("rank", 1),), (("hit_id", 1),), (("library", 1), ("n_hits", -1))),
+    plot=plot_library_hits,
+)
