@@ -59,18 +59,25 @@ LOAD_INDEXES: dict[str, list[Index]] = {
     VALIDATION: [[("run_id", 1)]],
 }
 
-#: What analysts' questions and the analyses need (built after a bulk load).
-QUERY_INDEXES: dict[str, list[Index]] = {
-    SEARCHES: [[("query_id", 1)], [("source.path", 1)], [("source.sha256", 1)]],
-    HITS: [[("search_id", 1), ("rank", 1)], [("query_id", 1)], [("hit_id", 1)]],
-    MATERIALS: [[("elements", 1)], [("chemsys", 1)], [("formula_pretty", 1)], [("_ingest.type", 1)]],
-    TASKS: [[("material_id", 1)]],
-}
+#: What analysts' questions and the analyses need (built after a bulk load):
+#: ``QUERY_INDEXES`` and ``INDEXES`` (every secondary index, by collection) are derived
+#: from the curated declarations of :mod:`ingest.curated` (each index next to the
+#: questions it answers), on first use (:func:`__getattr__`), so that importing the
+#: catalog stays free and the curated module may name the collections from here.
+QUERY_INDEXES: dict[str, list[Index]]
+INDEXES: dict[str, list[Index]]
 
-#: Every secondary index, by collection.
-INDEXES: dict[str, list[Index]] = {
-    coll: LOAD_INDEXES.get(coll, []) + QUERY_INDEXES.get(coll, []) for coll in {**LOAD_INDEXES, **QUERY_INDEXES}
-}
+
+def __getattr__(name: str):
+    if name in ("QUERY_INDEXES", "INDEXES"):
+        from ingest.curated import query_indexes
+
+        query = query_indexes()
+        every = {coll: LOAD_INDEXES.get(coll, []) + query.get(coll, []) for coll in {**LOAD_INDEXES, **query}}
+        globals().update(QUERY_INDEXES=query, INDEXES=every)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Hashed shard keys for a sharded cluster: searches and their hits spread evenly,
 #: and the hits of one search stay together on one shard.

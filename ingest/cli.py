@@ -146,7 +146,7 @@ def cmd_timings(args) -> int:
     from ingest.catalog import TIMINGS
     from ingest.connection import database
     from ingest.mongo import db_errors
-    from ingest.report import dumps, iso_utc, table, timing_table, worker_table
+    from ingest.report import dumps, table, timing_table, worker_table
 
     with database(_settings(args)) as conn, db_errors("reading the timings"):
         coll = conn.db[TIMINGS]
@@ -515,10 +515,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080, help="the UI's and API's port on 127.0.0.1 (default 8080)")
 
     from ingest.cli_bench import register as register_bench
+    from ingest.cli_query import register as register_query
+    from ingest.cli_report import register as register_report
     from ingest.cli_shard import register
 
     register(add, common)
     register_bench(add, common)
+    register_query(add, common)
+    register_report(add, common)
     return parser
 
 

@@ -104,6 +104,37 @@ def best_hits(df: pd.DataFrame) -> pd.DataFrame:
     return conform(out, OUTPUT_TYPES)
 
 
+def plot_best_hits(frame: pd.DataFrame):
+    """The output as a figure (``sci-ingest report``): histograms of each search's best-hit
+    score (log bins when the scores span more than two decades) and best-hit identity."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.0, 3.6))
+    score_ax, ident_ax = fig.subplots(1, 2)
+    scores = pd.to_numeric(frame["best_score"], errors="coerce").dropna().to_numpy(dtype="float64")
+    identity = pd.to_numeric(frame["best_identity"], errors="coerce").dropna().to_numpy(dtype="float64")
+    positive = scores[scores > 0]
+    if len(positive) and len(positive) == len(scores) and positive.max() / positive.min() > 100:
+        score_ax.hist(scores, bins=np.geomspace(positive.min(), positive.max(), 30), color="#4c72b0")
+        score_ax.set_xscale("log")
+    else:
+        score_ax.hist(scores, bins=30, color="#4c72b0")
+    score_ax.set_xlabel("best-hit score")
+    score_ax.set_ylabel("searches")
+    score_ax.set_title(f"best-hit score ({len(scores):,} of {len(frame):,} searches)", fontsize=10)
+    ident_ax.hist(identity * 100, bins=np.linspace(0, 100, 21), color="#55a868")
+    ident_ax.set_xlabel("best-hit identity (%)")
+    ident_ax.set_title(f"best-hit identity ({len(identity):,} searches)", fontsize=10)
+    for ax in (score_ax, ident_ax):
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 ANALYSIS = Analysis(
     name="best_hits",
     description="for each search, its best hit and the distribution of its hits' scores",
@@ -116,4 +147,9 @@ ANALYSIS = Analysis(
     output_id="search_id",
     output_types=OUTPUT_TYPES,
     file_prefix=search_id_prefix,  # a search's groups come from one file: updated incrementally
+    questions=("the best hit of query X (in every library searched)",
+               "searches whose best hit has an E-value below E, best first",
+               "which searches found library sequence Y as their best hit"),
+    indexes=((("query_id", 1),), (("best_evalue", 1),), (("best_hit_id", 1),)),
+    plot=plot_best_hits,
 )

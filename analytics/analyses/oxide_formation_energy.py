@@ -147,6 +147,36 @@ def oxide_formation_energy(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, in
     return oxide_combine([oxide_partial(df)])
 
 
+def plot_oxides(frame: pd.DataFrame):
+    """The output as a figure (``sci-ingest report``): oxides per formation-energy ceiling as
+    bars, their mean band gap as points on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.0))
+    ax = fig.add_subplot()
+    data = frame.sort_values("formation_energy_ceil")
+    ceil = data["formation_energy_ceil"].to_numpy(dtype="int64")
+    ax.bar(ceil, data["count"].to_numpy(), width=0.8, color="#4c72b0", label="oxides (count)")
+    ax.set_xlabel("formation energy ceiling (eV/atom): the bin (c-1, c]")
+    ax.set_ylabel("oxides", color="#4c72b0")
+    ax.set_xticks(ceil)
+    gap = ax.twinx()
+    known = data["n_band_gap"].to_numpy() > 0
+    gap.plot(ceil[known], data["mean_band_gap"].to_numpy()[known], "o-", color="#dd8452", label="mean band gap")
+    gap.set_ylabel("mean band gap (eV)", color="#dd8452")
+    gap.set_ylim(bottom=0)
+    ax.set_title(f"{int(data['count'].sum()):,} oxides by formation-energy ceiling, with their mean band gap",
+                 fontsize=10)
+    handles = ax.get_legend_handles_labels()[0] + gap.get_legend_handles_labels()[0]
+    gap.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right")  # above both
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 ANALYSIS = Analysis(
     name="oxide_formation_energy",
     description="oxygen-containing materials by formation-energy bin: count and mean band gap",
@@ -158,4 +188,6 @@ ANALYSIS = Analysis(
     output="oxide_formation_energy",
     output_id="formation_energy_ceil",
     output_types=OUTPUT_TYPES,
+    questions=("how many oxides form below E eV/atom, and their mean band gap",),
+    plot=plot_oxides,
 )

@@ -10,8 +10,6 @@ inline, plots as ``data:`` URIs, no script, no font or CDN request.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import tempfile
 from datetime import datetime, timezone
@@ -21,31 +19,16 @@ from typing import Callable
 from analytics.bench import all_experiments
 from analytics.bench.output import _fmt, plot_png, point_columns
 from analytics.bench.runner import stored_runs
+from ingest.htmlpage import CSS, esc, html_table, png_uri
 
 __all__ = ["write_report", "render"]
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#1d1d1f;padding:0 1rem}
-h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2.5rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}
-h3{font-size:1rem;margin:1.2rem 0 .4rem}table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:12.5px}
-td,th{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top}th{background:#f4f4f6}
-td.l,th.l{text-align:left}.meta{color:#555;font-size:12.5px}.note{background:#fff8e1;padding:.4rem .7rem;border-left:3px solid #f0b400}
-.missing{color:#999}img{max-width:100%;border:1px solid #eee}nav a{margin-right:.8rem}code{background:#f4f4f6;padding:0 .25rem}
-"""
-
-
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
+_e = esc  # every string from the database is text, never markup
 
 
 def _table(rows: list[dict], columns: list[str], text: frozenset = frozenset()) -> str:
     """An HTML table; the first column and those in ``text`` align left, numbers right."""
-    cls = ['l' if i == 0 or c in text else '' for i, c in enumerate(columns)]
-    head = "".join(f'<th class="{k}">{_e(c)}</th>' for k, c in zip(cls, columns))
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{k}">{_e(_fmt(r.get(c)))}</td>' for k, c in zip(cls, columns)) + "</tr>"
-        for r in rows)  # fmt: skip
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return html_table(rows, columns, text, fmt=_fmt)
 
 
 def _png_uri(run: dict, experiment) -> str | None:
@@ -58,7 +41,7 @@ def _png_uri(run: dict, experiment) -> str | None:
             out = Path(tmp) / "plot.png"
             plot_png(experiment.plot, run["points"], str(out), f"{experiment.name}: {experiment.title}")
             data = out.read_bytes()
-    return None if data is None else "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    return None if data is None else png_uri(data)
 
 
 def _comparison(rows: list[dict]) -> str:
@@ -122,7 +105,7 @@ def render(runs: list[dict], generated: datetime | None = None) -> str:
                      + "<h3>The study's figures</h3>" + _comparison(_published_only(exp)))  # fmt: skip
         sections.append(head + "\n".join(_run_section(r, exp) for r in mine))
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>sci-ingest bench report</title>"
-            f"<style>{_CSS}</style></head><body><h1>sci-ingest bench report</h1>"
+            f"<style>{CSS}</style></head><body><h1>sci-ingest bench report</h1>"
             f'<p class="meta">Generated {generated:%Y-%m-%d %H:%M UTC} from {len(runs)} stored run(s). '
             "Published figures come from the five source studies (their hardware is named beside them); "
             "ratios compare, they do not claim equality.</p>"

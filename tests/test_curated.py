@@ -1,0 +1,172 @@
+"""The curated declarations: one source for the indexes, the README's tables, and indexes the server takes.
+
+Against the real test server: every declared index is created (twice: idempotent) by
+``sci-ingest indexes``, each question's example is planned on its index, the prefix rule
+that retired ``query_id_1`` and ``elements_1`` holds there, and the SecantusDB numeric-key
+probe agrees with what an index range really returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingest import catalog, curated
+from ingest.query.compile import to_filter
+from ingest.query.language import parse
+from ingest.query.plan import explain, numeric_keys_exact, numeric_paths
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent / "sci-ingest"
+
+
+def test_query_indexes_are_the_curated_ones_and_keep_their_users():
+    assert catalog.QUERY_INDEXES == curated.query_indexes()
+    assert set(catalog.QUERY_INDEXES) == set(catalog.DATA_COLLECTIONS)
+    # the analyses' runner and the bench data read hits on (search_id, rank): it stays first
+    assert catalog.QUERY_INDEXES["hits"][0] == [("search_id", 1), ("rank", 1)]
+    for coll, specs in catalog.QUERY_INDEXES.items():
+        assert all(keys in catalog.INDEXES[coll] for keys in specs)
+    kept = {"searches": [[("query_id", 1)], [("source.path", 1)], [("source.sha256", 1)]],
+            "hits": [[("hit_id", 1)]], "materials": [[("chemsys", 1)], [("formula_pretty", 1)], [("_ingest.type", 1)]],
+            "tasks": [[("material_id", 1)]]}
+    for coll, specs in kept.items():
+        assert all(keys in catalog.QUERY_INDEXES[coll] for keys in specs), coll
+
+
+def test_every_index_names_declared_fields_and_none_is_unique_or_hashed():
+    for c in curated.DATA.values():
+        paths = {f.path for f in c.fields}
+        for keys in c.indexes:
+            assert all(path in paths for path, _ in keys), (c.name, keys)
+            assert all(d in (1, -1) for _, d in keys)
+        for q in c.questions:
+            if q.where:
+                parsed = to_filter(parse(q.where, c))
+                if q.index:  # the example filters on the index's leading field
+                    assert q.index[0][0] in json.dumps(parsed), (c.name, q.text)
+
+
+def test_analysis_outputs_are_derived_from_the_registry():
+    from analytics.registry import all_analyses
+
+    for analysis in all_analyses():
+        c = curated.get(analysis.output)
+        kinds = {name: curated.dtype_kind(dtype) if name.isidentifier() else None
+                 for name, dtype in analysis.output_types.items()}
+        assert [f.name for f in c.fields] == [n for n, k in kinds.items() if k] + ["run_id"]
+        assert all(c.by_name[n].kind == k for n, k in kinds.items() if k)
+        assert c.indexes == tuple(tuple(ix) for ix in analysis.indexes)
+        assert [q.text for q in c.questions] == list(analysis.questions)
+    with pytest.raises(curated.UnknownCollection, match="did you mean hits"):
+        curated.get("hitz")
+
+
+def test_the_readme_tables_are_the_declarations():
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- curated:begin -->\n(.*?)\n<!-- curated:end -->", text, re.S)
+    assert block, "README lacks the curated tables"
+    assert block.group(1).strip() == curated.markdown().strip()
+
+
+def _env(uri: str, tmp_path: Path) -> dict:
+    env = {**os.environ, "MONGODB_URI": uri, "SCI_INGEST_HOME": str(tmp_path)}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    return env
+
+
+@pytest.fixture()
+def seeded(db):
+    """A database with a few documents of each data collection (indexes come from the command)."""
+    db.hits.insert_many([{"_id": f"s:{i}", "search_id": "s", "query_id": "q", "hit_id": f"h{i}", "rank": i,
+                          "hsps": [{"evalue": 10.0 ** -(i * 20)}]} for i in range(1, 12)])
+    db.searches.insert_one({"_id": "s", "query_id": "q", "source": {"path": "/p", "sha256": "x"}})
+    db.materials.insert_many([{"_id": f"mp-{i}", "elements": ["Fe", "O"] if i % 2 else ["Si"], "band_gap": i / 3,
+                               "chemsys": "Fe-O", "energy_above_hull": 0.01 * i, "_ingest": {"type": "summary"}}
+                              for i in range(10)])
+    db.tasks.insert_one({"_id": "t1", "task_id": "t1", "material_id": "mp-1", "chemsys": "Fe-O", "task_type": "Static"})
+    return db
+
+
+def test_indexes_command_builds_every_index_the_server_accepts_idempotently(mongo_uri, seeded, tmp_path):
+    args = [str(BIN), "indexes", "--db", seeded.name, "--json", "--collections", "hits,searches,materials,tasks"]
+    first = subprocess.run(args, capture_output=True, text=True, env=_env(mongo_uri, tmp_path), timeout=120)
+    assert first.returncode == 0, first.stderr
+    rows = json.loads(first.stdout)["indexes"]
+    wanted = {(c.name, curated.index_name(ix)) for c in curated.DATA.values() for ix in c.indexes}
+    assert {(r["collection"], r["index"]) for r in rows} == wanted
+    assert {r["outcome"] for r in rows} == {"created"}
+    for coll, specs in catalog.QUERY_INDEXES.items():
+        have = [list(info["key"]) for info in seeded[coll].index_information().values()]
+        assert all([tuple(k) for k in keys] in [[tuple(k) for k in h] for h in have] for keys in specs), coll
+    again = subprocess.run(args, capture_output=True, text=True, env=_env(mongo_uri, tmp_path), timeout=120)
+    assert again.returncode == 0 and {r["outcome"] for r in json.loads(again.stdout)["indexes"]} == {"present"}
+
+
+def _server_info(mongo_uri):
+    from ingest.mongo import connect, describe
+
+    client = connect(mongo_uri)
+    try:
+        return describe(client)
+    finally:
+        client.close()
+
+
+def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
+    """On MongoDB every question's example walks its index; on SecantusDB too, except a numeric range
+    where its index keys lose numbers: that one is run as a collection scan on purpose (and says so)."""
+    from ingest.mongo import ensure_indexes
+    from ingest.query.compile import build
+
+    ensure_indexes(seeded, catalog.QUERY_INDEXES)
+    info = _server_info(mongo_uri)
+    exact = numeric_keys_exact(seeded, info)
+    planned = scanned = 0
+    for c in curated.DATA.values():
+        for q in c.questions:
+            if not (q.where and q.index):
+                continue
+            spec = build(c, where=q.where)
+            spec.settle(seeded[c.name], info)
+            plan = explain(seeded[c.name], spec.filter, hint=spec.hint)
+            if spec.hint:
+                assert not exact and numeric_paths(spec.filter, None, spec.kinds), q.text
+                assert plan.collscan and not plan.indexes and "1e±128" in spec.notes[0]
+                scanned += 1
+            else:
+                assert curated.index_name(q.index) in plan.indexes, (c.name, q.text, plan.label)
+                planned += 1
+    assert planned + scanned == sum(1 for c in curated.DATA.values() for q in c.questions if q.where and q.index)
+    assert planned >= 8
+
+
+def test_a_compound_index_serves_its_prefix_so_the_single_field_one_went(seeded):
+    from ingest.mongo import ensure_indexes
+
+    ensure_indexes(seeded, {"hits": [[("query_id", 1), ("hsps.0.evalue", 1)]],
+                            "materials": [[("elements", 1), ("band_gap", 1)]]})
+    hits = explain(seeded.hits, to_filter(parse('query_id == "q"', curated.get("hits"))))
+    assert hits.indexes == ["query_id_1_hsps.0.evalue_1"] and hits.returned == 11
+    oxides = explain(seeded.materials, to_filter(parse('elements has "O"', curated.get("materials"))))
+    assert oxides.indexes == ["elements_1_band_gap_1"] and oxides.returned == 5
+
+
+def test_the_numeric_key_probe_tells_the_truth(mongo_uri, seeded):
+    """An index range over E-values from 1e-20 to 1e-220: what it returns, and what the probe says."""
+    from ingest.mongo import ensure_indexes
+
+    ensure_indexes(seeded, {"hits": [[("hsps.0.evalue", 1)]]})
+    through_index = seeded.hits.count_documents({"hsps.0.evalue": {"$lt": 1e-100}})
+    scanned = seeded.hits.count_documents({"hsps.0.evalue": {"$lt": 1e-100}}, hint={"$natural": 1})
+    assert scanned == 6  # 1e-120 ... 1e-220
+    info = _server_info(mongo_uri)
+    assert numeric_keys_exact(seeded, info) == (through_index == scanned)
+    if info.kind != "SecantusDB":
+        assert through_index == scanned
