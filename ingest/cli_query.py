@@ -93,7 +93,8 @@ def _spec(args, curated, default_fields=None):
 
 
 def _guarded(func):
-    """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 2."""
+    """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 2; an output
+    file that cannot be written (no such folder, no permission, disk full) -> one line, exit 1."""
     def run(args) -> int:
         from ingest.curated import UnknownCollection
         from ingest.query import QueryError
@@ -103,6 +104,9 @@ def _guarded(func):
         except (QueryError, UnknownCollection) as exc:
             _err(str(exc))
             return 2
+        except OSError as exc:  # the writers' temporary file is removed by then
+            _err(f"cannot write {getattr(args, 'out', None) or 'the output'}: {exc.strerror or exc}")
+            return 1
     run.__name__ = func.__name__
     return run
 

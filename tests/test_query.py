@@ -143,6 +143,17 @@ def test_a_bad_expression_exits_2_with_one_line_naming_the_column(mongo_uri, sam
         "evalue < 1e-20 and >>>identiti > 0.9"]
 
 
+@pytest.mark.parametrize("argv, message", [
+    (("--where", 'query_id == "\\ud800"'), 'bad string "\\ud800": not valid Unicode (a lone surrogate)'),
+    (("--filter", '{"query_id": "\\ud800"}'), "a string is not valid Unicode: '\\ud800'"),
+    (("--filter", '{"\\udc00": 1}'), "a string is not valid Unicode: '\\udc00'"),
+])
+def test_a_lone_surrogate_is_refused_before_it_reaches_the_server(mongo_uri, samples, argv, message):
+    proc = cli(mongo_uri, samples, "query", "hits", *argv)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert message in proc.stderr
+
+
 def test_precedence_ranges_and_merging():
     tree = parse('hit_id == "a" or rank == 1 and not aligned == true', HITS)
     assert isinstance(tree, Or) and isinstance(tree.children[1], And) and isinstance(tree.children[1].children[1], Not)
@@ -393,3 +404,12 @@ def test_random_documents_and_expressions_agree(mongo_client, seed, size, text):
             {d["_id"] for d in stored if evaluate(tree, d)}, text
     finally:
         coll.drop()
+
+
+@pytest.mark.parametrize("command", ["query", "export"])
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_1(mongo_uri, samples, tmp_path, command):
+    out = tmp_path / "no-such-folder" / "x.csv"
+    proc = cli(mongo_uri, samples, command, "hits", "--format", "csv", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and f"cannot write {out}" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.parent.exists()

@@ -168,7 +168,12 @@ def _value(token, text: str) -> _Value:
         return _Value(number, column, raw)
     if kind == "STRING":
         try:
-            return _Value(json.loads(raw), column, raw)
+            value = json.loads(raw)
+            value.encode("utf-8")  # a lone surrogate ("\ud800") cannot be sent to a server
+            return _Value(value, column, raw)
+        except UnicodeEncodeError:
+            raise QueryError("--where", f"bad string {raw}: not valid Unicode (a lone surrogate)", column,
+                             text) from None
         except ValueError as exc:
             raise QueryError("--where", f"bad string {raw}: {exc.args[0].split(':')[0]} (JSON escapes: \\\" \\\\ "
                              "\\n \\t \\uXXXX)", column, text) from None

@@ -55,6 +55,11 @@ def check_filter(filter_: Any, option: str = "--filter", allowed: frozenset = FI
     if not isinstance(filter_, dict):
         raise QueryError(option, f"a filter is a JSON object, not {type(filter_).__name__}")
     _query(filter_, option, allowed, "the top")
+    try:  # a lone surrogate ("\ud800") decodes from JSON but cannot be sent to a server
+        json.dumps(filter_, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise QueryError(option, f"a string is not valid Unicode: {exc.object[exc.start:exc.end]!r} "
+                                 f"({exc.reason})") from None
 
 
 def _query(doc: dict, option: str, allowed: frozenset, where: str) -> None:
