@@ -16,6 +16,7 @@ import sys
 import threading
 
 from ingest.errors import SciIngestError
+from ingest.fileio import printable, stderr_line
 
 EPILOG_MAIN = """\
 examples:
@@ -78,7 +79,7 @@ def _print_report(report, as_json: bool) -> int:
     else:
         print(render_run(report))
     if report.error:  # one line on stderr, whatever the format of stdout
-        print(f"error: {report.error}", file=sys.stderr)
+        stderr_line(f"error: {report.error}")
     return report.exit_code
 
 
@@ -97,7 +98,8 @@ def _load_options(args, settings):
     return LoadOptions(
         workers=args.workers or default_workers(), force=args.force, dry_run=args.dry_run,
         write_concern=parse_write_concern(args.write_concern) if args.write_concern else None,
-        retry_s=args.retry_for, keep_indexes=args.keep_indexes, progress=settings.progress)
+        retry_s=args.retry_for, keep_indexes=args.keep_indexes, progress=settings.progress,
+        include_hidden=getattr(args, "include_hidden", False))
 
 
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
@@ -105,7 +107,8 @@ def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
 
     settings = _settings(args)
     report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
-                 load_options=_load_options(args, settings), incremental=getattr(args, "changed", False))
+                 load_options=_load_options(args, settings), incremental=getattr(args, "changed", False),
+                 log=stderr_line)
     return _print_report(report, args.json)
 
 
@@ -121,7 +124,7 @@ def cmd_analyze(args) -> int:
     try:
         select_analyses(args.names)  # before any server or cluster starts
     except UnknownAnalysis as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        stderr_line(f"error: {exc}")
         return 2
     return cmd_run(args, steps=("analyze",), analyses=args.names or None)
 
@@ -161,7 +164,7 @@ def cmd_timings(args) -> int:
             return 0 if runs else 1
         run_id, why = _chosen_run(coll, args)
         if run_id is None:
-            print(f"error: {why}", file=sys.stderr)
+            stderr_line(f"error: {why}")
             return 1
         query = {"run_id": run_id}
         if args.workers:
@@ -362,12 +365,14 @@ def cmd_parse(args) -> int:
         return data
 
     def warn(message: str) -> None:
-        print(f"warning: {message}", file=sys.stderr)
+        stderr_line(f"warning: {message}")
 
-    names, refused = _parse_inputs(args.files)
-    for path, reason in refused:
+    names, refused, skipped = _parse_inputs(args.files, args.include_hidden)
+    for named in refused:
         failed += 1
-        print(f"error: {path}: {reason}", file=sys.stderr)
+        stderr_line(f"error: {named.shown}: {named.reason}")
+    for named in skipped:  # hidden: named, not parsed (not a failure)
+        stderr_line(f"skipped: {named.shown}: {named.reason}")
     for name in names:
         try:
             with open_binary(name) as handle:
@@ -378,10 +383,10 @@ def cmd_parse(args) -> int:
         except ParseError as exc:
             failed += 1
             hint = "" if exc.line != 1 else f" (`parse` reads -m 10 output only; `sci-ingest load` reads {FORMATS})"
-            print(f"error: {exc}{hint}", file=sys.stderr)
+            stderr_line(f"error: {exc}{hint}")
         except OSError as exc:
             failed += 1
-            print(f"error: {name}: {exc.strerror or exc}", file=sys.stderr)
+            stderr_line(f"error: {printable(name)}: {exc.strerror or exc}")
     out.flush()
     return 2 if failed else 0
 
@@ -390,14 +395,22 @@ def cmd_parse(args) -> int:
 FORMATS = "FASTA-suite -m 10 (.m10) and Materials-Project JSON (.json, .jsonl; .gz too)"
 
 
-def _parse_inputs(paths: list[str]):
-    """The -m 10 files to parse: files as given, and the .m10[.gz] (...) files under directories."""
+def _parse_inputs(paths: list[str], include_hidden: bool = False):
+    """The -m 10 files to parse: files as given, and the .m10[.gz] (...) files under directories;
+    (names, refused, skipped), see :func:`ingest.inputs.find_inputs`."""
     from ingest import parsers
     from ingest.inputs import find_inputs
 
     plain = parsers.get("pasta").suffixes
-    files, refused = find_inputs(paths, plain + tuple(sfx + ".gz" for sfx in plain))
-    return [str(f) for f in files], refused
+    files, refused, skipped = find_inputs(paths, plain + tuple(sfx + ".gz" for sfx in plain),
+                                          include_hidden=include_hidden)
+    return [str(f) for f in files], refused, skipped
+
+
+#: --include-hidden: its help (load, run, parse).
+HIDDEN_HELP = ("also read hidden files and walk hidden directories (names starting with '.') found in a "
+               "directory; without it each hidden data file, and each hidden directory holding data files, "
+               "is named on stderr as skipped")
 
 
 def add_load_options(p: argparse.ArgumentParser) -> None:
@@ -414,6 +427,7 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-indexes", action="store_true",
                    help="keep the query indexes up during a bulk load instead of building them after it")
     p.add_argument("--dry-run", action="store_true", help="read, parse and build every document, write nothing")
+    p.add_argument("--include-hidden", action="store_true", help=HIDDEN_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -449,7 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
             "  sci-ingest load --workers 16 --scheduler tcp://sched:8786 /data/ssearch/   a backfill on a cluster\n"
             "  sci-ingest load --dry-run --workers 2 results/    everything but the writes\n"
             "\nInterrupted (Ctrl-C, a crash, a server restart)? Run the same command again: finished files\n"
-            "are skipped, half-written ones are rolled back and loaded again, nothing is doubled.\n")
+            "are skipped, half-written ones are rolled back and loaded again, nothing is doubled.\n"
+            "\nHidden files and directories (names starting with '.') found in a directory are not loaded:\n"
+            "each one holding data is named on stderr as `skipped: PATH: reason`; --include-hidden loads them.\n")
     p.add_argument("paths", nargs="+", help="files or directories")
     add_load_options(p)
 
@@ -506,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
             "  1  fatal error\n")
     p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
+    p.add_argument("--include-hidden", action="store_true", help=HIDDEN_HELP)
 
     p = add("airflow", cmd_airflow, "run Airflow 3 locally on the project's DAGs (UI on 127.0.0.1), until Ctrl-C",
             "examples:\n  sci-ingest airflow                 UI at http://127.0.0.1:8080/ (user admin)\n"
@@ -543,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SciIngestError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        stderr_line(f"error: {exc}")
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

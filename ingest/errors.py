@@ -19,6 +19,8 @@ Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
 
 from __future__ import annotations
 
+from ingest.fileio import printable
+
 
 class SciIngestError(Exception):
     """Base class of every error sci-ingest raises on purpose.
@@ -56,7 +58,16 @@ class UnsupportedFeature(DatabaseError):
 
 
 class InputError(SciIngestError):
-    """An input file could not be read or understood."""
+    """An input file could not be read or understood.
+
+    Its message is one line without control characters (:func:`ingest.fileio.printable`): the
+    path of a file named with a newline or an ESC cannot forge a line or reach a terminal.
+    """
+
+    def __init__(self, *args):
+        if args and isinstance(args[0], str):
+            args = (printable(args[0], backslash=False), *args[1:])
+        super().__init__(*args)
 
 
 class UnknownFormat(InputError):
@@ -64,14 +75,19 @@ class UnknownFormat(InputError):
 
 
 class ParseError(InputError):
-    """Malformed input.  Names the file, the 1-based line (or record) number and the reason."""
+    """Malformed input.  Names the file, the 1-based line (or record) number and the reason.
+
+    ``source`` stays the file's real path; the message shows it escaped (``printable``), and
+    ``reason`` holds no control character (it is stored and printed).
+    """
 
     def __init__(self, reason: str, *, source: str = "<stream>", line: int | None = None):
-        self.reason = reason
+        self.reason = printable(reason, backslash=False)
         self.source = source
         self.line = line
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {reason}")
+        shown = printable(source)
+        where = f"{shown}:{line}" if line is not None else shown
+        super().__init__(f"{where}: {self.reason}")
 
 
 class AnalysisError(SciIngestError):

@@ -4,8 +4,10 @@ Only regular files are read: a FIFO, socket or device named like a data file
 would block a reader forever or never end, so :func:`open_regular` opens
 without blocking, checks what it opened and refuses anything else with
 :class:`NotRegularFile` (an ``OSError``: callers report it as a file they could
-not read).  :func:`display_path` is a path as it can be printed and stored: a
-name that is not valid UTF-8 keeps its bytes as ``\\xff`` escapes.
+not read).  :func:`display_path` is a path as it can be stored (JSON, BSON): a
+name that is not valid UTF-8 keeps its bytes as ``\\xff`` escapes.  :func:`printable`
+is any text (a path above all) as it may appear in a message: one line, no
+control character; :func:`stderr_line` prints a message so.
 
 Kept free of heavy imports: ``sci-ingest parse`` uses it at start-up.
 """
@@ -19,7 +21,9 @@ if TYPE_CHECKING:  # annotations only: pathlib and typing cost start-up time
     from typing import BinaryIO
 
 import os
+import re
 import stat as _stat
+import sys
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -87,3 +91,62 @@ def is_displayable(path: str | os.PathLike) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+#: What :func:`printable` shows as an escape: C0 controls (newline, carriage return, tab, ESC, ...),
+#: DEL, C1 controls (U+0080-U+009F), the Unicode bidirectional controls (U+061C, U+200E, U+200F,
+#: U+202A-U+202E, U+2066-U+2069), the line and paragraph separators U+2028 / U+2029, and lone
+#: surrogates (U+D800-U+DFFF; U+DC80-U+DCFF are the bytes of a name that is not UTF-8, as
+#: ``os.fsdecode`` keeps them).
+_SHOWN_ESCAPED = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff"
+_ESCAPE = re.compile(f"[{_SHOWN_ESCAPED}]")
+#: ... and, besides those, a backslash that would otherwise read as the start of an escape.
+_ESCAPE_WITH_BACKSLASH = re.compile(f"\\\\(?=[\\\\nrtxu{_SHOWN_ESCAPED}])|[{_SHOWN_ESCAPED}]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if code < 0x80:  # C0, DEL
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte of a file name, as display_path shows it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
+
+
+def printable(text: str | bytes | os.PathLike, *, backslash: bool = True) -> str:
+    """``text`` as it may appear in a message: one line, no control character.
+
+    Shown as escapes: newline ``\\n``, carriage return ``\\r``, tab ``\\t``, every other C0
+    control and DEL as ``\\xNN`` (ESC: ``\\x1b``); the C1 controls, the bidirectional controls and
+    U+2028 / U+2029 as ``\\uNNNN`` (``\\u0085``, ``\\u202e``); a byte of a file name that is not UTF-8
+    (``bytes``, or a ``str`` from ``os.fsdecode``) as ``\\xNN``, as :func:`display_path` shows it
+    (``\\x80`` and up: never a character, so no two names are shown alike).  Everything else
+    (letters of any script, spaces, emoji) is left as it is.
+
+    A backslash is doubled only where it would otherwise read as the start of an escape: when
+    it is followed by another backslash, by one of ``n r t x u``, or by a character shown
+    escaped.  So ``C:\\data\\a.m10`` stays as it is, while a name holding the two characters
+    ``\\n`` shows as ``\\\\n`` and one holding a newline as ``\\n``: read ``\\\\`` as a backslash,
+    ``\\n`` ``\\r`` ``\\t`` ``\\xNN`` ``\\uNNNN`` as escapes, and any other backslash as itself.
+
+    ``backslash=False`` escapes the characters only, never a backslash: for a whole message
+    whose paths are already shown so (it is then idempotent: applying it twice changes nothing).
+    """
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    pattern = _ESCAPE_WITH_BACKSLASH if backslash else _ESCAPE
+    return pattern.sub(_escape, text)
+
+
+def stderr_line(message: str) -> None:
+    """Print ``message`` on stderr as one line: every character :func:`printable` escapes is
+    escaped (backslashes are left as they are: the paths in it are shown already), except a
+    line break followed by two spaces (an indented continuation, as a validation failure lists
+    its expectations), which cannot start a line of its own (``failed:``, ``error:``, ...)."""
+    text = "\n  ".join(printable(part, backslash=False) for part in str(message).split("\n  "))
+    print(text, file=sys.stderr, flush=True)

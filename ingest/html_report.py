@@ -16,7 +16,10 @@ What the page shows, all of it read from the database (``stage_timings``,
 
 The page needs nothing but itself (:mod:`ingest.htmlpage`): styles inline, plots as PNG
 ``data:`` URIs, no script, no external URL.  Every string from the database is escaped:
-file names, formulas and ids are data, and data can be hostile.
+file names, formulas and ids are data, and data can be hostile.  Escaped twice: control
+characters (a newline, ESC, the bidirectional controls) are shown as ``\\n``, ``\\x1b``,
+``\\u202e`` (:func:`ingest.fileio.printable`, file names with their backslashes made
+unambiguous), then the text is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 from ingest.errors import SciIngestError
-from ingest.htmlpage import CSS, esc, figure_uri, html_table
+from ingest.fileio import printable, stderr_line
+from ingest.htmlpage import CSS, figure_uri, html_table
+from ingest.htmlpage import esc as _html_esc
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
 
@@ -51,6 +55,11 @@ ul.failures{padding-left:1.2rem}ul.failures li{margin:.3rem 0}section.analysis{m
 """
 
 
+def esc(value) -> str:
+    """``value`` as HTML text, its control characters shown as escapes (``printable``)."""
+    return _html_esc(printable(str(value), backslash=False))
+
+
 class NoRun(SciIngestError):
     """No run is recorded in the database (exit 1)."""
 
@@ -65,7 +74,7 @@ def _fmt(value) -> str:
     if isinstance(value, dt.datetime):
         return _when(value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()) or "-"
+        return printable(", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()), backslash=False) or "-"
     return cell(value)
 
 
@@ -138,7 +147,7 @@ def _collections(db, analyses, stages: list[dict], out_dir: Path) -> list[dict]:
     for a in analyses:
         path = _parquet_path(a, stages, out_dir)
         rows.append({"collection": a.output, "kind": f"output of {a.name}", "documents": count(a.output),
-                     "parquet": path.name, "folder": str(path.parent),
+                     "parquet": printable(path.name), "folder": printable(path.parent),
                      "parquet_size": _size(path.stat().st_size) if path.is_file() else "absent"})
     rows += [{"collection": c, "kind": "bookkeeping", "documents": count(c)} for c in (LEDGER, TIMINGS, VALIDATION)]
     for r in rows:
@@ -170,7 +179,7 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
             table = pq.read_table(path)
             meta = json.loads((table.schema.metadata or {}).get(b"sci_ingest", b"{}"))
         except (OSError, ValueError) as exc:
-            print(f"warning: {path}: {exc}", file=sys.stderr)
+            stderr_line(f"warning: {printable(path)}: {exc}")
         else:  # only a file this database's runs wrote (the home's out/ may hold another database's)
             if meta.get("run_id") and timings.find_one({"run_id": meta["run_id"], "stage": f"analyze.{analysis.name}"},
                                                        {"_id": 1}):
@@ -215,6 +224,9 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
         for a in analyses:
             outputs[a.name] = _output_frame(db, a, _parquet_path(a, stages, settings.out_dir), timings)
     files.sort(key=lambda f: (f.get("status") == "ok", str(f.get("file"))))
+    for f in files:  # file names are data: shown escaped (the cells' text is escaped again, idempotently)
+        if isinstance(f.get("file"), str):
+            f["file"] = printable(f["file"])
     return {"run_id": run_id, "why": why, "server": f"{conn.info.label()} at {redact(conn.uri)}",
             "server_kind": sorted({r["server_kind"] for r in stages if r.get("server_kind")}),
             "db_name": db.name, "first": first, "last": last, "status": _status(r.get("status") for r in stages) if stages else "partial",
@@ -411,7 +423,7 @@ def _analysis_plot(analysis, frame, where: str, run_id: str) -> str:
         fig = analysis.plot(frame)
         img = _plot_img(fig, f"{analysis.name} plot")
     except Exception as exc:  # one analysis's broken plot does not take the report down
-        print(f"warning: the plot of {analysis.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        stderr_line(f"warning: the plot of {analysis.name} failed: {type(exc).__name__}: {exc}")
         return f'<p class="missing">The plot failed: {esc(type(exc).__name__)}: {esc(exc)}</p>'
     published = sorted({str(r) for r in frame["run_id"].dropna()}) if "run_id" in frame else []
     note = ""
@@ -449,9 +461,9 @@ def render(data: dict, title: str = "sci-ingest run report") -> str:
 def write_report(settings, run_id: str | None = None, out_dir: Path | None = None, runs: int = DEFAULT_RUNS,
                  log: Callable[[str], None] | None = None) -> tuple[Path, str]:
     """Write ``OUT/index.html`` (OUT: default ``<home>/out/report``); (its path, the run shown)."""
-    from ingest.connection import database, log_to_stderr
+    from ingest.connection import database
 
-    with database(settings, log or log_to_stderr) as conn:
+    with database(settings, log or stderr_line) as conn:
         data = collect(conn, settings, run_id, runs)
     page = render(data)
     out = Path(out_dir) if out_dir else settings.out_dir / "report"

@@ -1,4 +1,5 @@
-"""Finding input files: directories walked, every path that cannot be read named with a reason.
+"""Finding input files: directories walked, every path that cannot be read named with a reason,
+every hidden one that holds data named as skipped (unless asked for).
 
 Light on purpose (no database, no Dask): ``sci-ingest parse`` uses it at start-up, and
 the loader's plan (:mod:`ingest.load.plan`) builds on it.
@@ -9,15 +10,35 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections import namedtuple
 from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time of `parse`)
 if TYPE_CHECKING:
     from typing import Iterable
 
-from ingest.fileio import display_path, is_displayable, kind_of
+from ingest.fileio import display_path, is_displayable, kind_of, printable
 
-__all__ = ["file_key", "find_inputs"]
+__all__ = ["Named", "Inputs", "file_key", "find_inputs", "is_hidden_reason", "HIDDEN_FILE", "HIDDEN_DIR_SEARCH"]
+
+#: Why a hidden file named like a data file, found in a directory, is not loaded.
+HIDDEN_FILE = "a hidden file (its name starts with '.'); --include-hidden loads it"
+#: At most this many entries of a hidden directory are looked at to tell whether it holds data files.
+HIDDEN_DIR_SEARCH = 20_000
+
+
+def is_hidden_reason(reason: str | None) -> bool:
+    """Whether an outcome's reason is that of a hidden file or directory passed over."""
+    return bool(reason) and reason.startswith(("a hidden file ", "a hidden directory "))
+
+
+#: A path named with a reason instead of being read: ``path`` as it is stored (JSON, the ledger:
+#: the real path, or :func:`display_path`'s when it is not UTF-8), ``reason``, and ``shown``, the
+#: path as messages show it (:func:`printable` of the real path).
+Named = namedtuple("Named", "path reason shown")
+#: What :func:`find_inputs` found: ``files`` to read, ``refused`` paths (cannot be read: a
+#: failure) and ``skipped`` ones (hidden: passed over unless asked for), each a :class:`Named`.
+Inputs = namedtuple("Inputs", "files refused skipped")
 
 
 def file_key(path: Path) -> str:
@@ -25,21 +46,38 @@ def file_key(path: Path) -> str:
     return os.path.realpath(path)  # unlike Path.resolve, never raises on a symbolic link loop
 
 
-def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> tuple[list[Path], list[tuple[str, str]]]:
+def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...], *, include_hidden: bool = False) -> Inputs:
     """The files named by ``paths``: files as given, and under directories (sorted) every file
     whose name ends in one of ``suffixes``, each path once.
 
-    Returns (files, refused) where refused holds (printable path, reason) for a path
-    that is missing, a broken or looping symbolic link, not a regular file (FIFO,
-    socket, device), named in bytes that are not UTF-8, or a directory that cannot
-    be read: never an exception.  Symbolic links to directories inside a directory
-    are not followed (a link back up would loop); a path given on the command line is.
+    Returns (files, refused, skipped).  ``refused`` names, with its reason, a path that is
+    missing, a broken or looping symbolic link, not a regular file (FIFO, socket, device),
+    named in bytes that are not UTF-8, or a directory that cannot be read: never an
+    exception.  Symbolic links to directories inside a directory are not followed (a link
+    back up would loop); a path given on the command line is.
+
+    Hidden entries (a name starting with ".") found inside a directory are passed over unless
+    ``include_hidden``, but never silently when they hold data: ``skipped`` names
+
+    * every hidden file whose name ends in one of ``suffixes`` (``.a.m10``, ``.m10``);
+    * once, every hidden directory (``.snapshot``, ``.backup``) under which a file so named
+      is found, not walked; a hidden directory holding no such file (``.git``, ``.cache``,
+      ``.ipynb_checkpoints``: skipping it skips no data) is passed over without a word.  The
+      search looks at no more than :data:`HIDDEN_DIR_SEARCH` entries and follows no link; a
+      bigger hidden directory is named as not searched.
+
+    A path given itself (``sci-ingest load .hidden.m10 .snapshot/``) is never hidden: it is
+    read (walked) as asked.
     """
     found: dict[str, Path] = {}
-    refused: list[tuple[str, str]] = []
+    refused: list[Named] = []
+    skipped: list[Named] = []
+
+    def named(path: Path, reason: str) -> Named:
+        return Named(display_path(path), reason, printable(path))
 
     def refuse(path: Path, reason: str) -> None:
-        refused.append((display_path(path), reason))
+        refused.append(named(path, reason))
 
     def add(path: Path, st: os.stat_result) -> None:
         if not is_displayable(path):
@@ -57,12 +95,19 @@ def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> tuple
             refuse(directory, f"cannot read the directory: {exc.strerror or exc}")
             return
         for entry in entries:
-            if entry.name.startswith("."):
-                continue
             path = Path(entry.path)
+            hidden = entry.name.startswith(".") and not include_hidden
             if _is_real_dir(entry):
-                walk(path)
+                if not hidden:
+                    walk(path)
+                else:
+                    why = _hidden_directory(path, suffixes)
+                    if why:
+                        skipped.append(named(path, why))
             elif entry.name.lower().endswith(suffixes):
+                if hidden:
+                    skipped.append(named(path, HIDDEN_FILE))
+                    continue
                 try:
                     add(path, entry.stat())
                 except OSError as exc:
@@ -79,7 +124,32 @@ def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...]) -> tuple
             walk(path)
         else:
             add(path, st)
-    return list(found.values()), refused
+    return Inputs(list(found.values()), refused, skipped)
+
+
+def _hidden_directory(directory: Path, suffixes: tuple[str, ...]) -> str | None:
+    """Why the hidden ``directory`` is named as skipped: it holds a data file (the first found,
+    depth first in sorted order), or it is too big to tell; None when it holds none."""
+    budget = HIDDEN_DIR_SEARCH
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda e: os.fsencode(e.name), reverse=True)
+        except OSError:
+            continue  # unreadable below a directory not walked: nothing to name
+        budget -= len(entries)
+        for entry in reversed(entries):
+            if not _is_real_dir(entry) and entry.name.lower().endswith(suffixes):
+                inside = printable(os.path.relpath(entry.path, directory))
+                return (f"a hidden directory (its name starts with '.') holding data files, such as {inside}; "
+                        "not walked; --include-hidden walks it")
+        if budget < 0:
+            return (f"a hidden directory (its name starts with '.'), not walked, too big to tell whether it holds "
+                    f"data files (more than {HIDDEN_DIR_SEARCH:,} entries); --include-hidden walks it")
+        stack.extend(Path(e.path) for e in entries if _is_real_dir(e))
+    return None
 
 
 def _is_real_dir(entry: os.DirEntry) -> bool:

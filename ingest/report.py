@@ -1,15 +1,24 @@
-"""Rendering run reports and timing rows for people (tables) and programs (JSON)."""
+"""Rendering run reports and timing rows for people (tables) and programs (JSON).
+
+What people read holds no control character: every cell and line goes through
+:func:`ingest.fileio.printable` (paths with their backslashes made unambiguous), so a
+file named with a newline or an ESC cannot forge a line or reach the terminal.
+JSON keeps the real values (its escaping handles control characters).
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Iterable
+
+from ingest.fileio import printable
 
 
 def _fmt(value) -> str:
     """A cell: thousands separated; a float with as many decimals as its size deserves
-    (18,298 records/s, 74.2 MB, 1.35 s, 0.003 s)."""
+    (18,298 records/s, 74.2 MB, 1.35 s, 0.003 s); text without control characters."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -18,7 +27,7 @@ def _fmt(value) -> str:
         return f"{value:,.{digits}f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return printable(str(value), backslash=False)
 
 
 def table(rows: Iterable[dict], columns: list[tuple[str, str]], left: int = 1) -> str:
@@ -61,6 +70,7 @@ def timing_table(rows: Iterable[dict], with_file: bool = False) -> str:
     columns = list(TIMING_COLUMNS)
     if with_file:
         columns.insert(1, ("file", "file"))
+        rows = [{**r, "file": printable(r["file"])} if isinstance(r.get("file"), str) else r for r in rows]
     return table(rows, columns)
 
 
@@ -71,52 +81,69 @@ def worker_table(rows: Iterable[dict]) -> str:
 def render_run(report) -> str:
     data = report.as_json()
     server = data["server"]
-    out = [f"run {data['run_id']}", f"server: {report.server.label()} at {server['uri']}"]
+    out: list[str] = []
+
+    def add(line: str) -> None:  # a line of text: one line, no control character (tables are escaped per cell)
+        out.append(printable(line, backslash=False))
+
+    add(f"run {data['run_id']}")
+    add(f"server: {report.server.label()} at {server['uri']}")
     for note in data["notes"]:
-        out.append(f"note: {note}")
+        add(f"note: {note}")
     out.append("")
     out.append(timing_table(data["stages"]))
     out.append("")
     if report.load is not None:  # the load step ran
         files = data["files"]
-        out.append(
-            f"files: {files['files_loaded']} loaded, {files['files_skipped']} skipped (unchanged), "
+        add(
+            f"files: {files['files_loaded']} loaded, {_skipped_files(report.load, files['files_skipped'])}, "
             f"{files['files_failed']} failed" + (" (each named on stderr)" if files["files_failed"] else "")
             + (f", {files['files_not_reached']} not reached (the run stopped)" if files.get("files_not_reached")
                else "")
         )
-        out.append(
+        add(
             f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
             f"{data['skipped']:,} skipped (already loaded)"
         )
         load = data["load"]
         concern = ", ".join(f"{k}={v}" for k, v in (load.get("write_concern") or {}).items()) or "server default"
-        out.append(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "
-                   f"{load.get('retries', 0)} retried operation(s)"
-                   + (" (dry run: nothing written)" if load.get("dry_run") else ""))
+        add(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "
+            f"{load.get('retries', 0)} retried operation(s)"
+            + (" (dry run: nothing written)" if load.get("dry_run") else ""))
         for path in load.get("rolled_back") or []:
-            out.append(f"  rolled back {path}")
+            add(f"  rolled back {printable(path)}")
     for result in data["analysis"]:
-        out.append(
+        parquet = result.get("parquet_path")
+        add(
             f"analysis {result['name']}: {result['records_in']:,} in -> {result['records_out']:,} out "
-            f"({result.get('collection')}, {result.get('parquet_path')})"
+            f"({result.get('collection')}, {printable(parquet) if parquet is not None else None})"
             + _scope_note(result.get("scope") or {})
         )
     val = data["validation"]
     if val:
         passed = sum(1 for s in val["suites"] if s["success"])
-        out.append(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked")
+        add(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked")
         for suite in val["suites"]:
             for failure in suite["failures"]:
                 crit = "CRITICAL " if failure.get("critical") else ""
-                out.append(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
-                           f"{failure.get('column') or ''} sample={failure.get('sample')}")
+                add(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
+                    f"{failure.get('column') or ''} sample={failure.get('sample')}")
     if data.get("error"):
-        out.append("stopped by an error (on stderr)")
+        add("stopped by an error (on stderr)")
     if data.get("resume"):
-        out.append(f"resume with: {data['resume']}")
-    out.append(f"status: {data['status']} (exit {data['exit_code']})")
+        add(f"resume with: {data['resume']}")
+    add(f"status: {data['status']} (exit {data['exit_code']})")
     return "\n".join(out)
+
+
+def _skipped_files(summary, skipped: int) -> str:
+    """"N skipped (unchanged)", saying how many of them are hidden files (each named on stderr)."""
+    from ingest.inputs import is_hidden_reason
+
+    hidden = sum(1 for f in getattr(summary, "files", ()) if f.status == "skipped" and is_hidden_reason(f.reason))
+    if not hidden:
+        return f"{skipped} skipped (unchanged)"
+    return f"{skipped} skipped ({skipped - hidden} unchanged, {hidden} hidden: each named on stderr)"
 
 
 def iso_utc(moment: datetime.datetime) -> str:
@@ -133,8 +160,17 @@ def _json_default(value):
     return str(value)
 
 
+#: What JSON leaves raw in a string but a terminal would act on: DEL, the C1 controls, the
+#: bidirectional controls, U+2028 / U+2029 (JSON escapes C0 itself).
+_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
 def dumps(obj) -> str:
-    return json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False)
+    """``obj`` as JSON for people and programs: values as they are (a path is the real path),
+    but no control character raw in the text: JSON escapes C0, and DEL, C1, the bidirectional
+    controls and U+2028 / U+2029 (which only strings can hold) are written as ``\\uNNNN`` too."""
+    text = json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False)
+    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _scope_note(scope: dict) -> str:

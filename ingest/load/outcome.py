@@ -6,11 +6,19 @@ meanwhile by another loader: ``reason`` says which), ``failed`` (bad input, or
 the file could not be read: nothing of it stays written).  ``documents`` counts
 what the file holds; ``inserted`` / ``updated`` / ``existing`` what the write
 found.  Outcomes travel between Dask workers and the driver as plain dicts.
+
+``path`` is the real path (the ledger's key; JSON escapes what it must); a message shows
+it through :func:`ingest.fileio.printable` (one line, no control character), and every
+reason, error and warning of :meth:`FileOutcome.as_dict` holds no control character.
+A file found in a directory but hidden (its name starts with ".") is ``skipped`` with
+the reason :data:`ingest.inputs.HIDDEN_FILE` unless ``--include-hidden``.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+
+from ingest.fileio import printable
 
 __all__ = ["FileOutcome", "LoadSummary"]
 
@@ -33,19 +41,40 @@ class FileOutcome:
     load_seconds: float = 0.0
     worker: str | None = None  # host:pid of the process that handled it
     retries: int = 0  # transient database errors retried while loading it
+    #: The path as messages show it, when ``path`` is not the real path (a name that is not UTF-8,
+    #: kept as :func:`ingest.fileio.display_path` shows it); None: ``printable(path)``.  Not in as_dict.
+    shown_path: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def documents(self) -> int:
         return sum(self.records.values())
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The outcome as plain data; its reason, errors and warnings hold no control character."""
+        data = asdict(self)
+        del data["shown_path"]
+        if data["reason"]:
+            data["reason"] = printable(data["reason"], backslash=False)
+        data["warnings"] = [printable(w, backslash=False) if isinstance(w, str) else w for w in data["warnings"]]
+        data["errors"] = [{**e, "reason": printable(e["reason"], backslash=False)}
+                          if isinstance(e, dict) and isinstance(e.get("reason"), str) else e for e in data["errors"]]
+        return data
+
+    @property
+    def shown(self) -> str:
+        """The path as messages show it: one line, no control character."""
+        return self.shown_path or printable(self.path)
 
     @property
     def line(self) -> str:
-        """``path: reason``, or ``path:line: reason`` when the reason names its line (never the path twice)."""
+        """``path: reason``, or ``path:line: reason`` when the reason names its path and line (never the
+        path twice); one line without a control character, the path shown escaped (``printable``)."""
+        shown = self.shown
         reason = self.reason or self.status
-        return reason if reason.startswith(f"{self.path}:") else f"{self.path}: {reason}"
+        for named in dict.fromkeys((shown, printable(self.path, backslash=False), self.path)):
+            if reason.startswith(f"{named}:"):  # a ParseError's "path:line: reason", the path shown or raw
+                return shown + printable(reason[len(named):], backslash=False)
+        return f"{shown}: {printable(reason, backslash=False)}"
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileOutcome":
@@ -90,6 +119,7 @@ class LoadSummary:
         return self.retries + sum(f.retries for f in self.files)
 
     def as_dict(self) -> dict:
+        failed = [f.as_dict() for f in self.failed]
         return {
             "files_loaded": self.count("loaded"),
             "files_skipped": self.count("skipped"),
@@ -104,6 +134,6 @@ class LoadSummary:
             "dry_run": self.dry_run,
             "interrupted": self.interrupted,
             "rolled_back": self.rolled_back,
-            "failed": [{"path": f.path, "reason": f.reason, "errors": f.errors[:5]} for f in self.failed],
+            "failed": [{"path": d["path"], "reason": d["reason"], "errors": d["errors"][:5]} for d in failed],
             "files": [f.as_dict() for f in self.files],
         }
