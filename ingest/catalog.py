@@ -16,6 +16,8 @@ collection                one document per
 ``stage_timings``         timed stage of a run (``ingest.timing``)
 ``validation_runs``       expectation suite of a run (``analytics.validation``)
 ``ingest_claims``         content (sha256) being written by one loader (``ingest.load.claims``)
+``ingest_versions``       version of a record held by one loaded content (``ingest.load.records``)
+``ingest_batches``        batch of small files whose documents are journaled (``ingest.load.batch``)
 ========================  ==============================================================
 
 Indexes come in two kinds.  :data:`LOAD_INDEXES` are what the loader itself
@@ -30,7 +32,7 @@ keeps them.
 from __future__ import annotations
 
 __all__ = [
-    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS",
+    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES",
     "DATA_COLLECTIONS", "LOAD_INDEXES", "QUERY_INDEXES", "INDEXES", "SHARD_KEYS",
 ]
 
@@ -42,18 +44,22 @@ LEDGER = "ingest_files"
 TIMINGS = "stage_timings"
 VALIDATION = "validation_runs"
 CLAIMS = "ingest_claims"
+VERSIONS = "ingest_versions"
+BATCHES = "ingest_batches"
 
 #: The collections that hold loaded input (the rest is bookkeeping and outputs).
 DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
 
 Index = list[tuple[str, int]]
 
-#: What the loader needs while it writes: records by content (rollback, old versions).
+#: What the loader needs while it writes: records and their versions by content (rollback, old
+#: versions) and by key (the next holder's version), the ledger by content.
 #: A search file's documents need none: their ``_id`` s start with their content's
 #: sha256 (``ingest.documents.search``), so the ``_id`` index finds them by prefix.
 LOAD_INDEXES: dict[str, list[Index]] = {
     MATERIALS: [[("_source.sha256", 1)]],
     TASKS: [[("_source.sha256", 1)]],
+    VERSIONS: [[("_id.s", 1)], [("_id.k", 1)]],
     LEDGER: [[("sha256", 1)], [("status", 1)]],
     TIMINGS: [[("run_id", 1), ("stage", 1)]],
     VALIDATION: [[("run_id", 1)]],

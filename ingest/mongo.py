@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Iterator
@@ -56,7 +58,7 @@ __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes",
     "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
-    "parse_write_concern", "drop_indexes", "claim", "durable", "close_client", "process_alive",
+    "parse_write_concern", "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes",
     "default_timeout_ms",
 ]
 
@@ -300,8 +302,15 @@ class Retry:
         return self.server_pid is not None and not process_alive(self.server_pid)
 
     def __call__(self, what: str, fn, *args, **kwargs):
+        try:  # the usual case, without building a retry loop (tens of microseconds a call)
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if self.budget_s <= 0 or not is_transient(exc):
+                self._raise(what, exc)
+        self.retries += 1
         import tenacity
 
+        time.sleep(random.uniform(0, 0.2))
         retrying = tenacity.Retrying(
             stop=tenacity.stop_any(tenacity.stop_after_delay(self.budget_s), lambda state: self.server_gone()),
             wait=tenacity.wait_random_exponential(multiplier=0.2, max=self.max_wait_s),
@@ -310,13 +319,20 @@ class Retry:
             reraise=True,
         )
         try:
+            return retrying(fn, *args, **kwargs)
+        except Exception as exc:
+            self._raise(what, exc)
+
+    def _raise(self, what: str, exc: Exception):
+        """``exc`` mapped as :func:`db_errors` maps it, naming a server that has exited."""
+        try:
             with db_errors(what, uri=self.uri):
-                return retrying(fn, *args, **kwargs)
-        except ServerUnavailable as exc:
+                raise exc
+        except ServerUnavailable as mapped:
             if self.server_gone():
                 raise ServerUnavailable(f"{what}: the embedded SecantusDB server (pid {self.server_pid}) "
                                         "has exited; its log is server.log in the sci-ingest home") from exc
-            raise
+            raise mapped from exc
 
 
 def process_alive(pid: int) -> bool:
@@ -383,21 +399,29 @@ def claim(collection, key: str, owner: dict, now, lease_until, *, takeover: str 
           fields: dict | None = None) -> dict | None:
     """Atomically make ``owner`` the holder of document ``key`` (created if absent).
 
-    Succeeds when nobody holds it, ``owner`` already does, the holder's lease
-    ended before ``now``, or the holder is ``takeover`` (an owner id known to be
-    dead); returns the document as it now is, or None when another holder keeps
-    it.  ``fields`` are set too.  Raw driver errors propagate (call it through
-    :class:`Retry`).
+    Succeeds when nobody holds it (no lease, or one that ended before ``now``),
+    ``owner`` already does, or the holder is ``takeover`` (an owner id known to
+    be dead); returns the document as it now is, or None when another holder
+    keeps it.  ``fields`` are set too.  Raw driver errors propagate (call it
+    through :class:`Retry`).
+
+    Each attempt is one conditional update on ``_id`` (never ``$or``, never
+    findAndModify: the embedded server answers both by scanning the whole
+    collection, 30-80 ms a claim on a ledger of 2,000 files), then one read.
     """
-    free = [{"owner": {"$exists": False}}, {"owner.id": owner["id"]}, {"lease_until": {"$lt": now}}]
-    if takeover:
-        free.append({"owner.id": takeover})
     change = {"$set": {"owner": owner, "lease_until": lease_until, **(fields or {})}}
-    try:
-        return collection.find_one_and_update({"_id": key, "$or": free}, change, upsert=True,
-                                              return_document=pymongo.ReturnDocument.AFTER)
-    except DuplicateKeyError:  # the document exists and someone else holds it
-        return None
+    attempts = [{"_id": key, "lease_until": {"$not": {"$gte": now}}}, {"_id": key, "owner.id": owner["id"]}]
+    if takeover:
+        attempts.append({"_id": key, "owner.id": takeover})
+    for upsert, query in zip((True, False, False), attempts):
+        try:  # the first creates the document when absent; held by another, that insert is a duplicate
+            result = collection.update_one(query, change, upsert=upsert)
+        except DuplicateKeyError:
+            continue
+        if result.matched_count or result.upserted_id is not None:
+            held = collection.find_one({"_id": key})
+            return held if held is not None and (held.get("owner") or {}).get("id") == owner["id"] else None
+    return None
 
 
 # ------------------------------------------------------------------ bulk writes
@@ -407,6 +431,8 @@ def insert_new(collection, docs: list[dict]) -> tuple[int, list[int]]:
     Other errors propagate as the driver raised them: call it through
     :class:`Retry` (or inside :func:`db_errors`).
     """
+    if not docs:
+        return 0, []
     try:
         result = collection.insert_many(docs, ordered=False)
         return len(result.inserted_ids), []
@@ -467,6 +493,29 @@ def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
     except InvalidDocument as exc:
         raise DatabaseError(_not_storable(docs, exc)) from exc
     return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
+
+
+def conditional_writes(collection, ops: list) -> tuple[int, int, int, int, int]:
+    """Unordered conditional writes (replace or delete where the document is as expected, upserts
+    whose condition fails on an existing ``_id``): (upserted, modified, unchanged, deleted, refused).
+
+    A duplicate key is an upsert whose condition did not hold (the document is
+    there in another state): counted as refused, not raised.  Other errors
+    propagate as the driver raised them (call it through :class:`Retry`).
+    """
+    try:
+        result = collection.bulk_write(ops, ordered=False)
+        refused = 0
+        counts = result.bulk_api_result
+    except InvalidDocument as exc:
+        raise DatabaseError(_not_storable([getattr(op, "_doc", {}) for op in ops], exc)) from exc
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(e.get("code") != DUPLICATE_KEY for e in errors) or exc.details.get("writeConcernErrors"):
+            raise
+        refused, counts = len(errors), exc.details
+    matched, modified = counts.get("nMatched", 0), counts.get("nModified", 0)
+    return counts.get("nUpserted", 0), modified, matched - modified, counts.get("nRemoved", 0), refused
 
 
 # ------------------------------------------------------------------ servers

@@ -3,64 +3,98 @@
 ``-m 10`` files stream: their documents are content-addressed (``_id``s from the
 file's sha256), so writing them again inserts only what is missing.  Record
 files (materials, tasks) are checked whole first — every record must parse and
-be storable — and then upserted by natural key, so that a bad record anywhere
+be storable — and then written by natural key (:mod:`ingest.load.records`: every
+holder's version kept, the newest stored), so that a bad record anywhere
 leaves nothing of the file written.  Checking builds every document anyway; a
-file whose documents fit in :data:`KEEP_CHECKED_BYTES` keeps them for the write
-instead of building them twice.
+file whose documents are few enough keeps them for the write instead of
+building them twice: at most :data:`KEEP_CHECKED_BYTES` of decompressed input
+(counted as it is read, never estimated from the compressed size) and
+:data:`KEEP_CHECKED_DOCUMENTS` documents.
 
-:func:`content_filters` selects every document made from one content.
+Every pass reads through :func:`ingest.load.reading.read_pass`, so a file that
+changes while it is loaded is named as changed, never loaded half of each version.
+
+:func:`content_filters` selects every search document made from one content.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
-from ingest.fileio import open_binary
 from ingest.load.outcome import FileOutcome
-from ingest.load.writer import INSERT, UPSERT
+from ingest.load.reading import Changed, Version, read_pass
+from ingest.load.writer import INSERT, RECORDS
 
-__all__ = ["write_content", "content_filters", "MAX_ERRORS_KEPT"]
+__all__ = ["write_content", "content_filters", "documents_of", "MAX_ERRORS_KEPT", "RECORD_COLLECTIONS"]
 
 MAX_ERRORS_KEPT = 50
 RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
-#: A record file this large or smaller (uncompressed bytes; a .gz file counts 4x its size) keeps
-#: its checked documents for the write (in memory they take a few times their size).
-KEEP_CHECKED_BYTES = 16 << 20
+#: A record file keeps its checked documents for the write while the decompressed bytes read
+#: stay within this ...
+KEEP_CHECKED_BYTES = 8 << 20
+#: ... and the documents within this (a million tiny records fit in 75 KB of gzip).
+KEEP_CHECKED_DOCUMENTS = 20_000
 
 
 def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
-    """(collection, filter) pairs selecting every document made from the content ``sha``.
+    """(collection, filter) pairs selecting every search document made from the content ``sha``.
 
-    Search documents by the prefix their ids share (a search's ``_id`` is
-    ``sha[:20]:<query>``, a hit's ``<search _id>:<rank>``), so the ``_id``
-    index, which a bulk load keeps, serves the range; records by
-    ``_source.sha256`` (a loader's index).
+    By the prefix their ids share (a search's ``_id`` is ``sha[:20]:<query>``, a
+    hit's ``<search _id>:<rank>``), so the ``_id`` index, which a bulk load
+    keeps, serves the range.  Records go by their versions (``ingest.load.records``).
     """
     in_range = prefix_range(search_id_prefix(sha))  # "<sha[:20]>:" up to "<sha[:20]>;"
-    return ((SEARCHES, {"_id": in_range}), (HITS, {"_id": in_range}),
-            (MATERIALS, {"_source.sha256": sha}), (TASKS, {"_source.sha256": sha}))
+    return (SEARCHES, {"_id": in_range}), (HITS, {"_id": in_range})
 
 
-def write_content(path: Path, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
-    """Parse ``path`` and ``send(collection, documents, mode)`` its documents in batches.
+def write_content(version: Version, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
+    """Parse the file of ``version`` and ``send(collection, documents, mode)`` its documents in batches.
 
     Fills ``outcome.records``, ``warnings``, ``errors`` and ``parse_seconds``;
-    raises ParseError (or OSError) on bad input, before anything of a record
-    file is sent.
+    raises ParseError (or OSError, or :class:`~ingest.load.reading.Changed`) on
+    bad input, before anything of a record file is sent.
     """
     if fmt.kind == "search":
-        _search_documents(path, fmt, outcome, send, batch_size)
+        with read_pass(version) as handle:
+            _search_documents(handle, version, fmt, outcome, send, batch_size)
     else:
-        _record_documents(path, fmt, outcome, send, batch_size)
+        _record_documents(version, fmt, outcome, send, batch_size)
 
 
-def _search_documents(path: Path, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
+def documents_of(handle, version: Version, fmt, outcome: FileOutcome, limit: int) -> list | None:
+    """Every document of a small file read into memory, as (collection, document, mode), or None
+    when it has more than ``limit``.  Raises ParseError on bad input, as :func:`write_content`."""
+    out: list = []
+
+    def keep(collection: str, docs: list[dict], mode: str) -> None:
+        out.extend((collection, doc, mode) for doc in docs)
+        if len(out) > limit:
+            raise _TooMany
+
+    try:
+        if fmt.kind == "search":
+            _search_documents(handle, version, fmt, outcome, keep, limit + 1)
+        else:
+            counts, kept = _check_records(handle, version, fmt.load(), outcome, limit)
+            if kept is None:
+                return None
+            outcome.records = counts
+            keep_records(kept, keep, limit + 1)
+    except _TooMany:
+        return None
+    return out
+
+
+class _TooMany(Exception):
+    """More documents than a small file may hold in memory."""
+
+
+def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
     parse = fmt.load()
-    source, sha = str(path), outcome.sha256
+    source, sha = version.key, version.sha256
     searches: list[dict] = []
     hits: list[dict] = []
     n_queries = n_hits = 0
@@ -70,23 +104,21 @@ def _search_documents(path: Path, fmt, outcome: FileOutcome, send, batch_size: i
         if len(outcome.warnings) < MAX_ERRORS_KEPT:
             outcome.warnings.append(message)
 
-    with open_binary(path) as handle:
-        stream = parse(handle, source, warn=warn)
-        while True:
-            t0 = time.perf_counter()
-            query = next(stream, None)
-            parse_s += time.perf_counter() - t0
-            if query is None:
-                break
-            n_queries += 1
-            doc, hit_docs = search_documents(query, sha256=sha, path=outcome.path, query_index=n_queries,
-                                             fmt=fmt.name)
-            searches.append(doc)
-            hits.extend(hit_docs)
-            n_hits += len(hit_docs)
-            if len(searches) + len(hits) >= batch_size:
-                _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
-                searches, hits = [], []
+    stream = parse(handle, source, warn=warn)
+    while True:
+        t0 = time.perf_counter()
+        query = next(stream, None)
+        parse_s += time.perf_counter() - t0
+        if query is None:
+            break
+        n_queries += 1
+        doc, hit_docs = search_documents(query, sha256=sha, path=outcome.path, query_index=n_queries, fmt=fmt.name)
+        searches.append(doc)
+        hits.extend(hit_docs)
+        n_hits += len(hit_docs)
+        if len(searches) + len(hits) >= batch_size:
+            _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
+            searches, hits = [], []
     if n_queries == 0:
         raise ParseError("no query block (>>>) found", source=source)
     _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
@@ -100,55 +132,75 @@ def _send_all(send, batches, mode: str) -> None:
             send(coll, docs, mode)
 
 
-def _check_records(path: Path, read_records, outcome: FileOutcome) -> tuple[dict[str, int], list | None]:
-    """Pass 1: every record must parse and be storable; (counts by collection, the documents or None)."""
+def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
+                   keep_documents: int) -> tuple[dict[str, int], list | None]:
+    """Pass 1: every record must parse and be storable; (counts by collection, the documents or None).
+
+    The documents are kept while the decompressed bytes read (``handle.tell()``) stay within
+    :data:`KEEP_CHECKED_BYTES` and they number at most ``keep_documents``.
+    """
     counts: dict[str, int] = {}
-    size = outcome.size * (4 if path.name.endswith(".gz") else 1)
-    kept: list | None = [] if size <= KEEP_CHECKED_BYTES else None
-    with open_binary(path) as handle:
-        for item in read_records(handle, str(path)):
-            if not isinstance(item, ParseError):
-                try:  # build its document: pass 2 must not meet a bad one
-                    doc = record_document(item, sha256=outcome.sha256, path=outcome.path)
-                except ParseError as exc:
-                    item = exc
-                else:
-                    coll = RECORD_COLLECTIONS[item.kind]
-                    counts[coll] = counts.get(coll, 0) + 1
-                    if kept is not None and not counts.get("bad"):
-                        kept.append((coll, doc))
-                    continue
-            if len(outcome.errors) < MAX_ERRORS_KEPT:
-                outcome.errors.append({"line": item.line, "reason": item.reason})
-            counts["bad"] = counts.get("bad", 0) + 1
+    kept: list | None = []
+    order = version.order
+    for item in read_records(handle, version.key):
+        if not isinstance(item, ParseError):
+            try:  # build its document: pass 2 must not meet a bad one
+                doc = record_document(item, sha256=version.sha256, path=outcome.path)
+            except ParseError as exc:
+                item = exc
+            else:
+                coll = RECORD_COLLECTIONS[item.kind]
+                counts[coll] = counts.get(coll, 0) + 1
+                if kept is not None and not counts.get("bad"):
+                    doc["_source"]["order"] = order
+                    kept.append((coll, doc))
+                    if len(kept) > keep_documents or handle.tell() > KEEP_CHECKED_BYTES:
+                        kept = None  # too many to hold: pass 2 builds them again
+                continue
+        if len(outcome.errors) < MAX_ERRORS_KEPT:
+            outcome.errors.append({"line": item.line, "reason": item.reason})
+        counts["bad"] = counts.get("bad", 0) + 1
     if counts.get("bad"):
         first = outcome.errors[0]
         raise ParseError(
             f"{counts['bad']} bad record(s); first: {first['reason']}"
             + ("" if counts["bad"] == 1 else " (all are listed in the ledger)"),
-            source=str(path), line=first["line"])
+            source=version.key, line=first["line"])
     if not counts:
-        raise ParseError("no records", source=str(path))
+        raise ParseError("no records", source=version.key)
     return counts, kept
 
 
-def _record_documents(path: Path, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
+def _record_documents(version: Version, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
     read_records = fmt.load()
     started = time.perf_counter()
-    counts, kept = _check_records(path, read_records, outcome)
+    with read_pass(version) as handle:
+        counts, kept = _check_records(handle, version, read_records, outcome, KEEP_CHECKED_DOCUMENTS)
     outcome.parse_seconds = time.perf_counter() - started
-    if kept is None:  # too large to keep: read and build again (pass 2)
-        def documents():
-            with open_binary(path) as handle:
-                for item in read_records(handle, str(path)):
-                    yield RECORD_COLLECTIONS[item.kind], record_document(item, sha256=outcome.sha256,
-                                                                         path=outcome.path)
-        kept = documents()
+    if kept is None:  # too large to keep: read and build again (pass 2), checked to be the same bytes
+        with read_pass(version) as handle:
+            keep_records(_built(handle, version, read_records, outcome.path), send, batch_size)
+    else:
+        keep_records(kept, send, batch_size)
+    outcome.records = counts
+
+
+def _built(handle, version: Version, read_records, path: str):
+    order = version.order
+    for item in read_records(handle, version.key):
+        if isinstance(item, ParseError):  # pass 1 found none: these are not the bytes it checked
+            raise Changed(version.key, f"line {item.line} is bad now: {item.reason}")
+        doc = record_document(item, sha256=version.sha256, path=path)
+        doc["_source"]["order"] = order
+        yield RECORD_COLLECTIONS[item.kind], doc
+
+
+def keep_records(documents, send, batch_size: int) -> None:
+    """Send (collection, document) pairs in batches of ``batch_size`` per collection."""
     batches: dict[str, list[dict]] = {MATERIALS: [], TASKS: []}
-    for coll, doc in kept:
+    for coll, doc in documents:
         batches[coll].append(doc)
         if len(batches[coll]) >= batch_size:
-            send(coll, batches[coll], UPSERT)
+            send(coll, batches[coll], RECORDS)
             batches[coll] = []
-    _send_all(send, batches.items(), UPSERT)
-    outcome.records = counts
+    _send_all(send, batches.items(), RECORDS)

@@ -42,17 +42,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest import parsers
-from ingest.catalog import CLAIMS, LEDGER
+from ingest.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
-from ingest.ledger import Ledger, sha256_of
+from ingest.fileio import printable
+from ingest.ledger import Ledger
 from ingest.load.claims import ClaimLost, Claims, ClaimTimeout, Owner
 from ingest.load.content import content_filters, write_content
 from ingest.load.outcome import FileOutcome
+from ingest.load.reading import Changed, Version, hash_version, version_of
+from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
 from ingest.mongo import Retry
 from ingest.timing import utcnow
 
-__all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run"]
+__all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run", "incarnation"]
 
 #: How often a file is written again because the server restarted while it was written.
 MAX_REWRITES = 3
@@ -83,7 +86,7 @@ class InFlight:
     entry: dict
     path: Path
     fmt: object
-    stat: object
+    version: Version
     stale: list[str]
     incarnation: object
     written: threading.Event
@@ -120,29 +123,32 @@ def _start_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutco
                    retries_before: int) -> FileOutcome | InFlight:
     key = outcome.path
     try:
-        stat = path.stat()
-        outcome.size = stat.st_size
-        if not ctx.force and _unchanged(entry, stat.st_size, stat.st_mtime):
+        now = version_of(key)
+        outcome.size = now.size
+        if not ctx.force and _unchanged(entry, now.size, now.mtime):
             return _already_loaded(ctx, entry, outcome, "unchanged since it was loaded")
-        outcome.sha256 = sha256_of(path)
+        version = hash_version(key)
+    except Changed as exc:
+        return _fail(ctx, outcome, str(exc))
     except OSError as exc:
         return _fail(ctx, outcome, f"cannot read: {exc.strerror or exc}")
-    sha = outcome.sha256
+    outcome.sha256 = sha = version.sha256
+    outcome.size = version.size
     pending = (entry.get("pending") or {}).get("sha256")
     stale = [s for s in (pending, *entry.get("drop", ())) if s and s != sha and s != entry.get("sha256")]
     if not ctx.force and entry.get("status") == "loaded" and entry.get("sha256") == sha:
-        _finish(ctx, key, {"mtime": stat.st_mtime}, drop=stale)
+        _finish(ctx, key, {"mtime": version.mtime}, drop=stale)
         return _already_loaded(ctx, entry, outcome, "same sha256 as when it was loaded")
     twin = None if ctx.force else ctx.ledger.loaded_with_sha(sha, exclude=key)
     if twin:
-        return _duplicate(ctx, entry, outcome, stat, twin, stale)
+        return _duplicate(ctx, entry, outcome, version, twin, stale)
     try:
         fmt = parsers.detect(path)
     except InputError as exc:
         return _fail(ctx, outcome, str(exc), drop=stale)
     outcome.format = fmt.name
     ctx.claims.claim(CLAIMS, sha)
-    flight = InFlight(outcome=outcome, entry=entry, path=path, fmt=fmt, stat=stat, stale=stale,
+    flight = InFlight(outcome=outcome, entry=entry, path=path, fmt=fmt, version=version, stale=stale,
                       incarnation=None, written=threading.Event(), started=time.perf_counter(),
                       retries_before=retries_before)
     try:
@@ -155,18 +161,18 @@ def _start_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutco
 
 def _queue_documents(ctx: FileContext, flight: InFlight) -> None:
     """Mark the entry ``loading`` with the version as ``pending``; parse and queue its documents."""
-    o, stat, fmt = flight.outcome, flight.stat, flight.fmt
-    flight.incarnation = _incarnation(ctx)
+    o, version, fmt = flight.outcome, flight.version, flight.fmt
+    flight.incarnation = incarnation(ctx)
     ctx.ledger.update(o.path, ctx.owner.id, {
         "status": "loading", "run_id": ctx.run_id, "format": fmt.name,
-        "pending": {"sha256": o.sha256, "size": stat.st_size, "mtime": stat.st_mtime, "format": fmt.name}},
+        "pending": {"sha256": o.sha256, "size": version.size, "mtime": version.mtime, "format": fmt.name}},
         push_drop=flight.stale)
 
     def send(collection: str, docs: list[dict], mode: str) -> None:
         ctx.writer.put(o.path, collection, docs, mode)
         ctx.claims.renew_due()
 
-    write_content(flight.path, fmt, o, send, ctx.batch_size)
+    write_content(version, fmt, o, send, ctx.batch_size)
     flight.written = ctx.writer.mark(o.path)
 
 
@@ -189,7 +195,7 @@ def complete(ctx: FileContext, flight: InFlight) -> FileOutcome:
                 raise result.error
             final = _loaded_fields(ctx, flight)
             held = ctx.ledger.update(key, ctx.owner.id, {"pending.written": final}, journaled=True)
-            if held and _incarnation(ctx) == flight.incarnation:
+            if held and incarnation(ctx) == flight.incarnation:
                 break
             _write_again(ctx, flight)  # the server restarted meanwhile: it may have lost some
         return _loaded(ctx, flight, final)
@@ -226,7 +232,7 @@ def _loaded_fields(ctx: FileContext, flight: InFlight) -> dict:
         # this run wrote them all: before a server restart, or in an attempt of a worker that died
         o.inserted, o.existing = o.inserted + o.existing, 0
     return {
-        "status": "loaded", "sha256": o.sha256, "size": flight.stat.st_size, "mtime": flight.stat.st_mtime,
+        "status": "loaded", "sha256": o.sha256, "size": flight.version.size, "mtime": flight.version.mtime,
         "format": o.format, "records": o.records, "inserted": o.inserted, "updated": o.updated,
         "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings, "run_id": ctx.run_id,
         "finished": utcnow(), "seconds": {"parse": round(o.parse_seconds, 6), "load": round(o.load_seconds, 6),
@@ -258,12 +264,12 @@ def _roll_back(ctx: FileContext, flight: InFlight, exc: BaseException) -> FileOu
 def dry_run(ctx: FileContext, path: Path, outcome: FileOutcome) -> FileOutcome:
     """Everything but the writes: read, hash, parse, build the documents."""
     try:
-        outcome.size = path.stat().st_size
-        outcome.sha256 = sha256_of(path)
+        version = hash_version(str(path))
+        outcome.size, outcome.sha256 = version.size, version.sha256
         fmt = parsers.detect(path)
         outcome.format = fmt.name
         started = time.perf_counter()
-        write_content(path, fmt, outcome, lambda collection, docs, mode: None, ctx.batch_size)
+        write_content(version, fmt, outcome, lambda collection, docs, mode: None, ctx.batch_size)
         outcome.load_seconds = max(0.0, time.perf_counter() - started - outcome.parse_seconds)
     except ParseError as exc:
         if not outcome.errors:  # with bad records listed, exc is their summary
@@ -302,13 +308,13 @@ def _already_loaded(ctx: FileContext, entry: dict, outcome: FileOutcome, why: st
     return outcome
 
 
-def _duplicate(ctx: FileContext, entry: dict, outcome: FileOutcome, stat, twin: dict,
+def _duplicate(ctx: FileContext, entry: dict, outcome: FileOutcome, version: Version, twin: dict,
                stale: list[str]) -> FileOutcome:
     """Its content is loaded from another path: recorded as a duplicate, nothing written."""
     old = entry.get("sha256")
     sha = outcome.sha256
     _finish(ctx, outcome.path, {
-        "status": "loaded", "sha256": sha, "size": stat.st_size, "mtime": stat.st_mtime,
+        "status": "loaded", "sha256": sha, "size": version.size, "mtime": version.mtime,
         "format": twin.get("format"), "records": twin.get("records", {}), "duplicate_of": twin["_id"],
         "run_id": ctx.run_id, "finished": utcnow()}, drop=stale + ([old] if old and old != sha else []))
     outcome.status, outcome.format = "skipped", twin.get("format")
@@ -330,7 +336,7 @@ def _finish(ctx: FileContext, key: str, set_fields: dict, drop: list[str] = (),
 def _fail(ctx: FileContext, outcome: FileOutcome, reason: str, drop: list[str] = ()) -> FileOutcome:
     _failed(outcome, reason)
     _finish(ctx, outcome.path, {
-        "status": "failed", "error": reason, "errors": outcome.errors, "warnings": outcome.warnings,
+        "status": "failed", "error": printable(reason, backslash=False), "errors": outcome.errors, "warnings": outcome.warnings,
         "failed_sha256": outcome.sha256, "run_id": ctx.run_id, "finished": utcnow()},
         drop=drop, unset=("pending",))
     return outcome
@@ -363,13 +369,14 @@ def _drop_contents(ctx: FileContext, key: str, shas: list[str], held: str | None
 
 
 def _delete_unreferenced(ctx: FileContext, key: str, sha: str) -> None:
-    if ctx.ledger.loaded_with_sha(sha, exclude=key):
+    if ctx.ledger.holds_content(sha, exclude=key):
         return  # another path stands for the same content: its documents stay
     for coll, selector in content_filters(sha):
         ctx.retry(f"removing documents of {sha[:12]} from {coll}", ctx.db[coll].delete_many, selector)
+    drop_records(ctx.db, sha, ctx.retry)  # its records fall back to their next holder, or go
 
 
-def _incarnation(ctx: FileContext):
+def incarnation(ctx: FileContext):
     """Which run of the server process answers (changes when it restarts); None if it does not say."""
     hello = ctx.retry("asking the server hello", ctx.db.client.admin.command, "hello")
     return (hello.get("topologyVersion") or {}).get("processId")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ingest import parsers
+from ingest.fileio import printable
 from ingest.inputs import file_key, find_inputs
 from ingest.ledger import Ledger
 from ingest.load.outcome import FileOutcome
@@ -40,16 +41,29 @@ class FileTask:
     key: str  # the resolved path: the ledger's _id
     size: int
     format: str | None = None  # by name, for the index plan's estimate
+    known: bool = False  # the ledger had an entry for it (else a new file: it may go in a batch)
 
 
-def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
+def discover(paths: Iterable[str | Path], *, include_hidden: bool = False) -> tuple[list[Path], list[FileOutcome]]:
     """Expand directories into the data files under them (sorted), each path once.
 
-    Returns (files, refused): what cannot be loaded (see :func:`ingest.inputs.find_inputs`)
-    is a failed outcome with its reason, never an exception.
+    Returns (files, named): the outcomes of the paths named instead of loaded, each to be
+    reported (``failed: PATH: reason`` / ``skipped: PATH: reason``), never an exception:
+
+    * ``failed``: what cannot be loaded (see :func:`ingest.inputs.find_inputs`);
+    * ``skipped``: a hidden file named like a data file, or a hidden directory holding such
+      files, found in a directory (unless ``include_hidden``): the reason says which and that
+      ``--include-hidden`` loads it.
+
+    Every outcome's ``path`` is the stored path; ``line`` shows it escaped.
     """
-    files, refused = find_inputs(paths, parsers.data_file_suffixes())
-    return files, [FileOutcome(path=path, status="failed", reason=reason) for path, reason in refused]
+    found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden)
+
+    def outcome(named, status: str) -> FileOutcome:
+        return FileOutcome(path=named.path, status=status, reason=named.reason,
+                           shown_path=named.shown if named.shown != printable(named.path) else None)
+
+    return found.files, [outcome(n, "failed") for n in found.refused] + [outcome(n, "skipped") for n in found.skipped]
 
 
 def plan(ledger: Ledger | None, files: list[Path], force: bool = False) -> tuple[list[FileTask], list[FileOutcome]]:
@@ -62,17 +76,17 @@ def plan(ledger: Ledger | None, files: list[Path], force: bool = False) -> tuple
             stats.append((key, path.stat()))
         except OSError as exc:
             decided.append(FileOutcome(path=key, status="failed", reason=f"cannot read: {exc.strerror or exc}"))
-    entries = ledger.lookup([k for k, _ in stats]) if ledger is not None and not force else {}
+    entries = ledger.lookup([k for k, _ in stats]) if ledger is not None else {}
     todo: list[FileTask] = []
     for key, stat in stats:
         entry = entries.get(key)
-        if entry and entry.get("status") == "loaded" and entry.get("size") == stat.st_size \
+        if entry and not force and entry.get("status") == "loaded" and entry.get("size") == stat.st_size \
                 and entry.get("mtime") == stat.st_mtime:
             decided.append(FileOutcome(path=key, status="skipped", reason="unchanged since it was loaded",
                                        format=entry.get("format"), sha256=entry.get("sha256"),
                                        size=stat.st_size, records=dict(entry.get("records") or {})))
         else:
-            todo.append(FileTask(key=key, size=stat.st_size, format=_format_by_name(key)))
+            todo.append(FileTask(key=key, size=stat.st_size, format=_format_by_name(key), known=entry is not None))
     return todo, decided
 
 

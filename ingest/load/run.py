@@ -30,12 +30,13 @@ from ingest.catalog import CLAIMS, TIMINGS
 from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
 from ingest.ledger import Ledger
+from ingest.load.batch import BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.writer import PipelinedWriter
-from ingest.mongo import Retry, replace_documents, shared_client, write_concern_of
+from ingest.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
 from ingest.timing import StageRecord
 
 __all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group"]
@@ -51,6 +52,7 @@ class LoadOptions:
     retry_s: float = 60.0  # how long each operation is retried through transient errors
     keep_indexes: bool = False
     progress: bool = True
+    include_hidden: bool = False  # hidden files found in directories: loaded, not named as skipped
 
 
 @dataclass(frozen=True)
@@ -131,14 +133,20 @@ def _new_context(job: LoadJob, key: tuple) -> FileContext:
     return ctx
 
 
-def load_group(job: LoadJob, keys: list[str]) -> list[dict]:
+def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]:
     """Load the files ``keys`` (a Dask task); their outcomes as dicts.
 
-    Pipelined: while the writer writes one file's documents, the next file is
-    read and parsed; a file is completed once its documents are written.
+    Small files of ``new`` (files the ledger did not know when the load was
+    planned) go in batches (:mod:`ingest.load.batch`); the others, and whatever
+    a batch hands back, one by one, pipelined: while the writer writes one
+    file's documents, the next file is read and parsed; a file is completed once
+    its documents are written.
     """
     ctx = _context(job)
+    retries = ctx.retry.retries
     outcomes: list[FileOutcome] = []
+    if not job.dry_run and new:
+        outcomes, keys = _load_batches(ctx, keys, set(new))
     flights: list[InFlight] = []
     try:
         for key in keys:
@@ -155,9 +163,45 @@ def load_group(job: LoadJob, keys: list[str]) -> list[dict]:
         for flight in flights:
             abandon(ctx, flight.outcome.path)
         raise
+    if outcomes:  # retries no file counted (a batch handed back, say) go on the last one
+        outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     if not job.dry_run:
         _record_file_timings(ctx, job, outcomes)
     return [o.as_dict() for o in outcomes]
+
+
+def _load_batches(ctx: FileContext, keys: list[str], new: set[str]) -> tuple[list[FileOutcome], list[str]]:
+    """Load the small new files of ``keys`` in batches; (their outcomes, the keys left to load one by one)."""
+    outcomes: list[FileOutcome] = []
+    rest: list[str] = []
+    batch: list = []
+    held = 0
+
+    def flush() -> None:
+        nonlocal batch, held
+        if batch:
+            done, again = commit(ctx, batch)
+            outcomes.extend(done)
+            rest.extend(again)
+        batch, held = [], 0
+
+    for key in keys:
+        if key not in new:
+            rest.append(key)
+            continue
+        prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS - held)
+        if prepared is None and batch:  # it may fit a batch of its own
+            flush()
+            prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS)
+        if prepared is None:
+            rest.append(key)
+            continue
+        batch.append(prepared)
+        held += len(prepared.documents)
+        if len(batch) >= BATCH_FILES or held >= BATCH_DOCUMENTS:
+            flush()
+    flush()
+    return outcomes, rest
 
 
 def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutcome]) -> None:
@@ -175,8 +219,11 @@ def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutc
             rec.detail = {"retries": o.retries} if o.retries else {}
             rec.finish(seconds)
             rows.append(rec.as_doc())
-    if rows:
-        ctx.retry("recording the timings of the files", replace_documents, ctx.db[TIMINGS], rows)
+    if rows:  # inserted; a row written before (a task run again) replaced
+        _, again = ctx.retry("recording the timings of the files", insert_new, ctx.db[TIMINGS], rows)
+        if again:
+            ctx.retry("recording the timings of the files", replace_documents, ctx.db[TIMINGS],
+                      [rows[i] for i in again])
 
 
 # ------------------------------------------------------------------ driver side
@@ -203,13 +250,15 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     if not options.dry_run and in_force.get("w") == 0:
         raise ConfigError("unacknowledged writes (w=0) cannot be used for a ledgered load: the ledger could "
                           "record a file that never landed; use w=1 or more (benchmarks may use w=0)")
-    files, missing = discover(paths)
+    files, missing = discover(paths, include_hidden=options.include_hidden)
     ledger = Ledger(db, retry)
     todo, decided = plan(ledger, files, options.force)
     client = dask() if dask is not None and todo else None
     summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
                           write_concern=in_force, dry_run=options.dry_run, planned=len(files) + len(missing))
-    for outcome in missing + decided:
+    for outcome in missing:  # refused (failed) or hidden (skipped): each named
+        log(f"{outcome.status}: {outcome.line}")
+    for outcome in decided:
         if outcome.status == "failed":
             log(f"failed: {outcome.line}")
     if not options.dry_run:
@@ -217,8 +266,10 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     if on_plan is not None:
         on_plan(todo)
     groups = group(todo, summary.workers)
+    new = {t.key for t in todo if not t.known}
     try:
-        _run_groups(job, groups, client, summary, log, options.progress, len(todo))
+        _run_groups(job, groups, [[k for k in g if k in new] for g in groups], client, summary, log,
+                    options.progress, len(todo))
     except (KeyboardInterrupt, ServerUnavailable) as exc:
         summary.interrupted = isinstance(exc, KeyboardInterrupt)
         if client is not None:
@@ -243,16 +294,16 @@ def _worker_count(dask, options: LoadOptions) -> int:
         return options.workers
 
 
-def _run_groups(job: LoadJob, groups: list[list[str]], dask, summary: LoadSummary, log, progress: bool,
-                n_files: int) -> None:
+def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], dask, summary: LoadSummary, log,
+                progress: bool, n_files: int) -> None:
     bar = _progress(n_files, progress)
     try:
         if dask is None:
-            results = (load_group(job, keys) for keys in groups)
+            results = (load_group(job, keys, new) for keys, new in zip(groups, news))
         else:
             from dask.distributed import as_completed
 
-            futures = dask.map(load_group, [job] * len(groups), groups, pure=False)
+            futures = dask.map(load_group, [job] * len(groups), groups, news, pure=False)
             _PENDING.update(futures)
             results = (future.result() for future in as_completed(futures, loop=dask.loop))
         for result in results:
@@ -290,10 +341,19 @@ def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
         if recover(ctx, key):
             done.append(key)
     for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find())):
-        if not _alive(ctx, job, held):  # its owner stopped: the claim protects nothing any more
-            ctx.retry("releasing a stale claim", ctx.db[CLAIMS].delete_one,
-                      {"_id": held["_id"], "owner.id": held["owner"]["id"]})
+        if not _alive(ctx, job, held):  # its owner stopped
+            _let_go_of(ctx, held)
     return done
+
+
+def _let_go_of(ctx: FileContext, held: dict) -> None:
+    """A claim whose owner stopped: a batch's content is dropped unless a path stands for it
+    (:func:`ingest.load.batch.recover_claim`); any other claim protects nothing any more."""
+    if held.get("batch"):
+        recover_claim(ctx, held)
+    else:
+        ctx.retry("releasing a stale claim", ctx.db[CLAIMS].delete_one,
+                  {"_id": held["_id"], "owner.id": (held.get("owner") or {}).get("id")})
 
 
 def _alive(ctx: FileContext, job: LoadJob, held: dict) -> bool:
@@ -325,7 +385,8 @@ def _release_leftovers(job: LoadJob) -> None:
     """After a finished load: claims of this run still on record are ghosts (a server that
     restarted lost their release); let them go, and finish any entry they still hold."""
     ctx = _context(job)
-    ctx.retry("releasing claims", ctx.db[CLAIMS].delete_many, {"owner.run_id": job.run_id})
+    for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find({"owner.run_id": job.run_id}))):
+        _let_go_of(ctx, held)
     for entry in ctx.ledger.held({"owner.run_id": job.run_id}):
         recover(ctx, entry["_id"])
 
@@ -344,6 +405,11 @@ def _recover_run(job: LoadJob) -> list[str]:
     ctx.claims.max_wait_s = min(ctx.claims.max_wait_s, 10.0)  # a worker still alive finishes its own
     try:
         held = ctx.ledger.held({"owner.run_id": job.run_id})
-        return [e["_id"] for e in held if recover(ctx, e["_id"])]
+        done = [e["_id"] for e in held if recover(ctx, e["_id"])]
+        for claim in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find(
+                {"owner.run_id": job.run_id, "batch": {"$exists": True}}))):
+            if recover_claim(ctx, claim):
+                done.append(claim.get("path", claim["_id"]))
+        return done
     except SciIngestError:
         return []  # the server is gone too: the next run finishes the rollback

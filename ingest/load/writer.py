@@ -22,11 +22,12 @@ import time
 from dataclasses import dataclass
 
 from ingest.errors import ServerUnavailable
-from ingest.mongo import Retry, insert_new, replace_documents
+from ingest.load.records import write_records
+from ingest.mongo import Retry, insert_new
 
-INSERT, UPSERT = "insert", "upsert"
+INSERT, RECORDS = "insert", "records"
 
-__all__ = ["PipelinedWriter", "WriteResult", "INSERT", "UPSERT"]
+__all__ = ["PipelinedWriter", "WriteResult", "INSERT", "RECORDS", "write_batch"]
 
 
 @dataclass
@@ -43,8 +44,9 @@ class PipelinedWriter:
 
     ``insert``: unordered inserts; a document whose ``_id`` is there counts as
     existing (content-addressed documents: the same ``_id`` is the same
-    document).  ``upsert``: new documents are inserted and those whose natural
-    key is there replace the stored version.
+    document).  ``records``: records of one content keyed by their natural key,
+    written by :func:`ingest.load.records.write_records` (the newest holder's
+    version stored).
     """
 
     def __init__(self, db, retry: Retry, depth: int = 3):
@@ -107,15 +109,16 @@ class PipelinedWriter:
 
     def _write(self, result: WriteResult, collection: str, docs: list[dict], mode: str) -> None:
         started = time.perf_counter()
-        coll = self.db[collection]
-        inserted, duplicates = self.retry(f"writing {collection}", insert_new, coll, docs)
+        inserted, updated, existing = write_batch(self.db, collection, docs, mode, self.retry)
         result.inserted += inserted
-        if duplicates and mode == UPSERT:
-            new, modified, unchanged = self.retry(f"writing {collection}", replace_documents, coll,
-                                                  [docs[i] for i in duplicates])
-            result.inserted += new
-            result.updated += modified
-            result.existing += unchanged
-        else:
-            result.existing += len(duplicates)
+        result.updated += updated
+        result.existing += existing
         result.seconds += time.perf_counter() - started
+
+
+def write_batch(db, collection: str, docs: list[dict], mode: str, retry: Retry) -> tuple[int, int, int]:
+    """Write one batch of documents: (inserted, updated, existing)."""
+    if mode == RECORDS:  # records: each names its content and order in _source
+        return write_records(db, collection, docs, retry)
+    inserted, duplicates = retry(f"writing {collection}", insert_new, db[collection], docs)
+    return inserted, 0, len(duplicates)

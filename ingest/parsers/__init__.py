@@ -89,7 +89,11 @@ def read_head(path: Path, size: int = 4096) -> bytes:
 
 def detect(path: Path) -> Format:
     """The format of ``path``, by its name first, then by its first bytes."""
-    head = read_head(path)
+    return detect_head(path, read_head(path))
+
+
+def detect_head(path: Path, head: bytes) -> Format:
+    """The format of ``path`` whose first (decompressed) bytes are ``head``."""
     name = strip_compression(path.name.lower())
     for fmt in _REGISTRY.values():
         if fmt.sniff(name, head):

@@ -1,0 +1,277 @@
+"""Many small files as one transaction: a constant number of round trips per batch, not per file.
+
+The per-file protocol (:mod:`ingest.load.files`) costs about ten round trips a
+file, one of them journaled; for a folder of a million one-record files that
+bookkeeping, not the data, is the load.  A *small* file (at most
+:data:`SMALL_FILE_BYTES` on disk, at most :data:`BATCH_DOCUMENTS` documents) is
+read once into memory — hashed and parsed from the same bytes, so it is always
+one version — and up to :data:`BATCH_FILES` of them go in together:
+
+1. one read of their ledger entries and one of the contents already loaded:
+   a file the ledger knows (a new version, a failure before, a duplicate
+   content) goes to the per-file protocol, which handles every such case;
+2. one insert claims every content of the batch (``ingest_claims``, each with
+   the batch and the path): a content held by another loader goes per file;
+3. the documents of every file, in a few bulk writes (records through
+   :mod:`ingest.load.records`);
+4. one journaled write (the barrier, ``ingest_batches``), with the server's
+   identity unchanged since step 2: the documents are durable;
+5. one insert of every file's final ledger entry — the commit: an entry that
+   appeared meanwhile (another loader) is a duplicate, and that file's content
+   is dropped and the file goes per file; bad files get a ``failed`` entry
+   in the same insert;
+6. one delete of the batch's claims and its barrier.
+
+Whatever stops a batch (``kill -9``, a dead worker, the server restarting)
+leaves claims whose owner is gone: the next load drops each such content
+unless a ledger entry stands for it (:func:`recover_claim`), so a batch is
+loaded whole or not at all.  A server restart during the batch (its identity
+changed) sends the batch's files to the per-file protocol, which writes them
+again (documents are idempotent).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ingest import parsers
+from ingest.catalog import BATCHES, CLAIMS, LEDGER
+from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
+from ingest.fileio import printable
+from ingest.load.content import MAX_ERRORS_KEPT, content_filters, documents_of
+from ingest.load.outcome import FileOutcome
+from ingest.load.reading import Version, memory_stream, read_small
+from ingest.load.claims import ClaimTimeout
+from ingest.load.files import incarnation
+from ingest.load.records import drop_records, replace_older, write_versions
+from ingest.load.writer import RECORDS
+from ingest.mongo import durable, insert_new
+from ingest.timing import utcnow
+
+__all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "Prepared", "prepare", "commit", "recover_claim"]
+
+#: A file this large or smaller (on disk) is read whole into memory and may join a batch.
+SMALL_FILE_BYTES = 1 << 20
+#: Files per batch, and documents held in memory for one batch.
+BATCH_FILES = 500
+BATCH_DOCUMENTS = 20_000
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+@dataclass
+class Prepared:
+    """A small file read, hashed and parsed: its documents, or why it failed."""
+
+    outcome: FileOutcome
+    version: Version | None = None
+    documents: list = field(default_factory=list)  # (collection, document, mode)
+    failed: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.outcome.path
+
+
+def prepare(key: str, worker: str, room: int) -> Prepared | None:
+    """Read, hash and parse the file ``key`` if it is small and yields at most ``room`` documents;
+    None otherwise (the per-file protocol streams it).  Bad input is a failed :class:`Prepared`."""
+    outcome = FileOutcome(path=key, status="loading", worker=worker)
+    started = time.perf_counter()
+    prepared = Prepared(outcome=outcome)
+    try:
+        read = read_small(key, SMALL_FILE_BYTES)
+        if read is None:
+            return None
+        prepared.version, data = read
+        outcome.size, outcome.sha256 = prepared.version.size, prepared.version.sha256
+        fmt = parsers.detect_head(Path(key), memory_stream(data).read(4096))
+        outcome.format = fmt.name
+        documents = documents_of(memory_stream(data), prepared.version, fmt, outcome, room)
+        if documents is None:
+            return None
+        prepared.documents = documents
+    except ParseError as exc:
+        if not outcome.errors:  # with bad records listed, exc is their summary
+            outcome.errors.append({"line": exc.line, "reason": exc.reason})
+        _set_failed(prepared, str(exc))
+    except InputError as exc:  # not a known format, changed while read
+        _set_failed(prepared, str(exc))
+    except _READ_ERRORS as exc:
+        _set_failed(prepared, f"{key}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+    outcome.parse_seconds = time.perf_counter() - started
+    return prepared
+
+
+def _set_failed(prepared: Prepared, reason: str) -> None:
+    o = prepared.outcome
+    o.status, o.reason, o.records, prepared.documents, prepared.failed = "failed", reason, {}, [], True
+    del o.errors[MAX_ERRORS_KEPT:]
+
+
+def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
+    """Load ``batch``: (the outcomes of the files it decided, the keys left to the per-file protocol)."""
+    started = time.perf_counter()
+    retry = ctx.retry
+    known = ctx.ledger.lookup([p.key for p in batch], {"_id": 1})
+    later = [p.key for p in batch if p.key in known]
+    fresh = [p for p in batch if p.key not in known]
+    twins = ctx.ledger.contents_loaded(sorted({p.version.sha256 for p in fresh if not p.failed}))
+    loadable, seen = [], set()
+    for p in fresh:
+        if p.failed:
+            continue
+        sha = p.version.sha256
+        if sha in twins or sha in seen:  # a duplicate content: the per-file protocol records it
+            later.append(p.key)
+        else:
+            seen.add(sha)
+            loadable.append(p)
+    batch_id = f"{ctx.owner.id}#{uuid.uuid4().hex[:12]}"
+    now = ctx.claims.now()
+    lease = now + dt.timedelta(seconds=ctx.claims.lease_s)
+    owner = ctx.owner.doc()
+    _, taken = retry("claiming contents", insert_new, ctx.db[CLAIMS], [
+        {"_id": p.version.sha256, "owner": owner, "lease_until": lease, "batch": batch_id, "path": p.key}
+        for p in loadable])
+    if taken:
+        later += [loadable[i].key for i in taken]
+        loadable = [p for i, p in enumerate(loadable) if i not in set(taken)]
+    identity = incarnation(ctx)
+    try:
+        _write_documents(ctx, loadable)
+        retry("making the batch durable", durable(ctx.db[BATCHES]).insert_one,
+              {"_id": batch_id, "owner": owner, "files": len(loadable), "at": now})
+        if incarnation(ctx) != identity:  # the server restarted: it may have lost some
+            raise _Restarted
+    except _Restarted:
+        _release(ctx, batch_id)
+        return [], later + [p.key for p in loadable] + [p.key for p in fresh if p.failed]
+    except DatabaseError as exc:
+        if isinstance(exc, ServerUnavailable):
+            raise
+        # a document the server refuses: find its file, one file at a time
+        _abandon(ctx, batch_id, loadable)
+        return [], later + [p.key for p in loadable] + [p.key for p in fresh if p.failed]
+    outcomes, again = _commit_entries(ctx, batch_id, loadable, [p for p in fresh if p.failed], started)
+    _release(ctx, batch_id)
+    return outcomes, later + again
+
+
+class _Restarted(Exception):
+    """The server's identity changed during the batch."""
+
+
+def _write_documents(ctx, loadable: list[Prepared]) -> None:
+    """Every document of the batch in bulk; each file's counts on its outcome."""
+    groups: dict[tuple[str, str], list[tuple[Prepared, dict]]] = {}
+    for p in loadable:
+        p.outcome.inserted = p.outcome.updated = p.outcome.existing = 0
+        for coll, doc, mode in p.documents:
+            groups.setdefault((coll, mode), []).append((p, doc))
+    for (coll, mode), pairs in groups.items():
+        for start in range(0, len(pairs), ctx.batch_size):
+            part = pairs[start:start + ctx.batch_size]
+            if mode == RECORDS:
+                _write_records(ctx, coll, part)
+                continue
+            inserted, existing = ctx.retry(f"writing {coll}", insert_new, ctx.db[coll], [d for _, d in part])
+            dup = set(existing)
+            for i, (p, _) in enumerate(part):
+                if i in dup:
+                    p.outcome.existing += 1
+                else:
+                    p.outcome.inserted += 1
+
+
+def _write_records(ctx, coll: str, pairs: list[tuple[Prepared, dict]]) -> None:
+    """Records of many files in one bulk; those already stored compared per file (exact counts)."""
+    docs = [d for _, d in pairs]
+    write_versions(ctx.db, coll, docs, ctx.retry)
+    _, held = ctx.retry(f"writing {coll}", insert_new, ctx.db[coll], docs)
+    held_set = set(held)
+    held_by: dict[int, tuple[Prepared, list[dict]]] = {}
+    for i, (p, doc) in enumerate(pairs):
+        if i in held_set:
+            held_by.setdefault(id(p), (p, []))[1].append(doc)
+        else:
+            p.outcome.inserted += 1
+    for p, docs_held in held_by.values():
+        new, modified, kept = replace_older(ctx.db, coll, docs_held, ctx.retry)
+        p.outcome.inserted += new
+        p.outcome.updated += modified
+        p.outcome.existing += kept
+
+
+def _commit_entries(ctx, batch_id: str, loadable: list[Prepared], failed: list[Prepared],
+                    started: float) -> tuple[list[FileOutcome], list[str]]:
+    """Insert every file's final entry; a file whose entry appeared meanwhile goes per file."""
+    finished = utcnow()
+    share = (time.perf_counter() - started) / max(1, len(loadable))
+    entries = []
+    for p in loadable:
+        o = p.outcome
+        o.load_seconds = share
+        o.status = "loaded"
+        entries.append({
+            "_id": o.path, "path": o.path, "status": "loaded", "sha256": o.sha256, "size": p.version.size,
+            "mtime": p.version.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
+            "updated": o.updated, "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
+            "run_id": ctx.run_id, "finished": finished,
+            "seconds": {"parse": round(o.parse_seconds, 6), "load": round(share, 6),
+                        "total": round(o.parse_seconds + share, 6)}})
+    for p in failed:
+        o = p.outcome
+        entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason, backslash=False),
+                        "errors": o.errors,
+                        "warnings": o.warnings, "failed_sha256": o.sha256, "run_id": ctx.run_id,
+                        "finished": finished})
+    _, taken = ctx.retry("recording the batch in the ledger", insert_new, ctx.db[LEDGER], entries)
+    again: list[str] = []
+    if taken:  # another loader made these entries meanwhile: undo ours, load them per file
+        gone = {entries[i]["_id"] for i in taken}
+        for p in loadable:
+            if p.key in gone:
+                _drop_content(ctx, p.key, p.version.sha256)
+        again = sorted(gone)
+    outcomes = [p.outcome for p in loadable + failed if p.key not in again]
+    return outcomes, again
+
+
+def _drop_content(ctx, key: str, sha: str) -> None:
+    """Delete what this batch wrote of ``sha`` (its claim is held), unless a path stands for it."""
+    if ctx.ledger.holds_content(sha, exclude=None):
+        return
+    for coll, selector in content_filters(sha):
+        ctx.retry(f"removing documents of {sha[:12]} from {coll}", ctx.db[coll].delete_many, selector)
+    drop_records(ctx.db, sha, ctx.retry)
+
+
+def _abandon(ctx, batch_id: str, loadable: list[Prepared]) -> None:
+    """Undo a batch that could not be written: its contents dropped, its claims released."""
+    for p in loadable:
+        _drop_content(ctx, p.key, p.version.sha256)
+    _release(ctx, batch_id)
+
+
+def _release(ctx, batch_id: str) -> None:
+    ctx.retry("releasing the batch's claims", ctx.db[CLAIMS].delete_many,
+              {"batch": batch_id, "owner.id": ctx.owner.id})
+    ctx.retry("removing the batch's barrier", ctx.db[BATCHES].delete_one, {"_id": batch_id})
+
+
+def recover_claim(ctx, held: dict) -> bool:
+    """Finish a batch's claim whose owner stopped: its content's documents are dropped unless a
+    ledger entry stands for the content.  False when a live loader holds the claim now."""
+    sha = held["_id"]
+    try:
+        with ctx.claims.content(sha):
+            _drop_content(ctx, held.get("path", ""), sha)
+    except ClaimTimeout:
+        return False
+    ctx.retry("removing a stale barrier", ctx.db[BATCHES].delete_one, {"_id": held.get("batch")})
+    return True
