@@ -18,6 +18,7 @@ collection                one document per
 ``ingest_claims``         content (sha256) being written by one loader (``ingest.load.claims``)
 ``ingest_versions``       version of a record held by one loaded content (``ingest.load.records``)
 ``ingest_batches``        batch of small files whose documents are journaled (``ingest.load.batch``)
+``ingest_meta``           fact about the database's own layout (``ingest.load.records``)
 ========================  ==============================================================
 
 Indexes come in two kinds.  :data:`LOAD_INDEXES` are what the loader itself
@@ -32,7 +33,7 @@ keeps them.
 from __future__ import annotations
 
 __all__ = [
-    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES",
+    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES", "META",
     "DATA_COLLECTIONS", "LOAD_INDEXES", "QUERY_INDEXES", "INDEXES", "SHARD_KEYS",
 ]
 
@@ -46,6 +47,7 @@ VALIDATION = "validation_runs"
 CLAIMS = "ingest_claims"
 VERSIONS = "ingest_versions"
 BATCHES = "ingest_batches"
+META = "ingest_meta"
 
 #: The collections that hold loaded input (the rest is bookkeeping and outputs).
 DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)

@@ -2,10 +2,11 @@
 
 Every test runs ``sci-ingest load`` as a user does (the console script, a
 subprocess) against a server of its own (so the server can be killed), on a
-corpus of 220 distinct real files (``tests/load_corpus.py``), and compares the
-database with one clean load: the same ``_id`` sets and counts in searches,
-hits, materials and tasks, every file ``loaded`` in the ledger, nothing doubled,
-no claim left.  Kills happen when the ledger shows a given share of the files
+corpus of 226 distinct real files (``tests/load_corpus.py``; six of them share
+records, in other versions), and compares the database with one clean load:
+the same ``_id`` sets and counts in searches, hits, materials and tasks, the
+same holder's version of every record and the same versions kept, every file
+``loaded`` in the ledger, nothing doubled, no claim or batch left.  Kills happen when the ledger shows a given share of the files
 loaded, so they land in the middle of the load.
 """
 
@@ -30,6 +31,7 @@ from ingest.ledger import sha256_of
 from ingest.server import EmbeddedServer
 
 BIN = Path(sys.executable).parent / "sci-ingest"
+N_FILES = 226
 pytestmark = pytest.mark.skipif(os.environ.get("SCI_INGEST_TEST_URI") is not None,
                                 reason="these tests kill and restart a server of their own")
 
@@ -37,8 +39,8 @@ pytestmark = pytest.mark.skipif(os.environ.get("SCI_INGEST_TEST_URI") is not Non
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("corpus")
-    files = load_corpus.build(folder)
-    assert len(files) >= 220
+    files = load_corpus.build(folder, shared_files=6)
+    assert len(files) == N_FILES
     return folder
 
 
@@ -95,7 +97,7 @@ def clean(server, corpus) -> dict:
     name = f"clean_{uuid.uuid4().hex[:6]}"
     proc, report = run_load(server, name, corpus, "--workers", "1")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert report["files"]["files_loaded"] == 220 and report["failed"] == []
+    assert report["files"]["files_loaded"] == N_FILES and report["failed"] == []
     return load_corpus.snapshot(server.client[name])
 
 
@@ -114,7 +116,7 @@ def start_load(server, db_name, *args, extra_env=None, **popen):
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-def wait_for_loaded(client, db_name: str, share: float, proc, total: int = 220) -> int:
+def wait_for_loaded(client, db_name: str, share: float, proc, total: int = N_FILES) -> int:
     """Block until ``share`` of the files are loaded (while ``proc`` still runs); the count."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -132,13 +134,14 @@ def assert_exact(server, db_name: str, clean: dict) -> None:
     assert db.ingest_claims.count_documents({}) == 0
     assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
     assert db.ingest_files.count_documents({"drop.0": {"$exists": True}}) == 0
+    assert db.ingest_batches.count_documents({}) == 0
 
 
 def test_four_workers_give_exactly_what_one_gives(server, corpus, clean):
     name = f"w4_{uuid.uuid4().hex[:6]}"
     proc, report = run_load(server, name, corpus, "--workers", "4")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert report["load"]["workers"] == 4 and report["files"]["files_loaded"] == 220
+    assert report["load"]["workers"] == 4 and report["files"]["files_loaded"] == N_FILES
     assert_exact(server, name, clean)
     workers = {r["worker"] for r in server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})}
     assert len(workers) >= 2, workers  # the files really were spread over worker processes
@@ -155,7 +158,7 @@ def test_a_running_dask_cluster_with_threaded_workers_gives_the_same_set(server,
         name = f"sched_{uuid.uuid4().hex[:6]}"
         proc, report = run_load(server, name, corpus, "--scheduler", cluster.scheduler_address)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert report["load"]["workers"] == 2 and report["files"]["files_loaded"] == 220
+        assert report["load"]["workers"] == 2 and report["files"]["files_loaded"] == N_FILES
         assert_exact(server, name, clean)
         rows = server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})
         worker_pids = {r["worker"] for r in rows}
@@ -171,11 +174,11 @@ def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, 
         proc.kill()  # the command; its worker processes die with it
         proc.wait(30)
         assert proc.returncode == -signal.SIGKILL
-    assert seen == sorted(seen) and seen[-1] < 220
+    assert seen == sorted(seen) and seen[-1] < N_FILES
     proc, report = run_load(server, name, corpus, "--workers", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     files = report["files"]
-    assert files["files_loaded"] + files["files_skipped"] == 220 and files["files_skipped"] >= seen[-1]
+    assert files["files_loaded"] + files["files_skipped"] == N_FILES and files["files_skipped"] >= seen[-1]
     assert_exact(server, name, clean)
 
 
@@ -190,7 +193,7 @@ def test_a_killed_worker_loses_nothing(server, corpus, clean):
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     report = json.loads(out)
-    assert report["files"]["files_loaded"] == 220  # every file counted once, by whoever finished it
+    assert report["files"]["files_loaded"] == N_FILES  # every file counted once, by whoever finished it
     assert_exact(server, name, clean)
 
 
@@ -236,7 +239,7 @@ def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, cor
     assert proc.returncode == 130, (out[-2000:], err[-2000:])
     report = json.loads(out)
     assert report["status"] == "interrupted" and report["resume"].startswith("sci-ingest load")
-    assert 0 < report["files"]["files_loaded"] < 220
+    assert 0 < report["files"]["files_loaded"] < N_FILES
     db = server.client[name]
     assert db.ingest_files.count_documents({"status": "loading"}) == 0
     assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
@@ -246,7 +249,7 @@ def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, cor
 
 
 def test_two_loads_of_overlapping_inputs_end_exact_and_their_reports_add_up(server, corpus, clean):
-    files = sorted((corpus / "pasta").iterdir()) + sorted((corpus / "records").iterdir())
+    files = sorted(p for folder in ("pasta", "records", "shared") for p in (corpus / folder).iterdir())
     third = len(files) // 3
     first, second = files[: 2 * third], files[third:]
     name = f"rivals_{uuid.uuid4().hex[:6]}"
@@ -259,8 +262,8 @@ def test_two_loads_of_overlapping_inputs_end_exact_and_their_reports_add_up(serv
         reports.append(json.loads(out))
     loaded = sum(r["files"]["files_loaded"] for r in reports)
     skipped = sum(r["files"]["files_skipped"] for r in reports)
-    assert loaded == 220 and loaded + skipped == len(first) + len(second)
-    assert sum(r["inserted"] for r in reports) == sum(clean["counts"].values())
+    assert loaded == N_FILES and loaded + skipped == len(first) + len(second)
+    assert sum(r["inserted"] for r in reports) == sum(clean["counts"].values())  # each record inserted once
     assert_exact(server, name, clean)
 
 
@@ -293,6 +296,17 @@ def test_an_interrupted_reload_of_changed_files_leaves_no_old_version(server, co
     proc, _ = run_load(server, name, changed, "--workers", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_exact(server, name, expected)
+
+
+def test_reprocessing_everything_changes_nothing(server, corpus, clean):
+    """``--force`` (the backfill's reprocess=all) writes every file again: the same database."""
+    name = f"force_{uuid.uuid4().hex[:6]}"
+    proc, _ = run_load(server, name, corpus, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc, report = run_load(server, name, corpus, "--workers", "2", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["files"]["files_loaded"] == N_FILES and report["inserted"] == 0
+    assert_exact(server, name, clean)
 
 
 def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(server, corpus):

@@ -16,10 +16,10 @@ one version — and up to :data:`BATCH_FILES` of them go in together:
    :mod:`ingest.load.records`);
 4. one journaled write (the barrier, ``ingest_batches``), with the server's
    identity unchanged since step 2: the documents are durable;
-5. one insert of every file's final ledger entry — the commit: an entry that
-   appeared meanwhile (another loader) is a duplicate, and that file's content
-   is dropped and the file goes per file; bad files get a ``failed`` entry
-   in the same insert;
+5. one journaled insert of every file's final ledger entry — the commit: an
+   entry that appeared meanwhile (another loader) is a duplicate, and that
+   file's content is dropped and the file goes per file; bad files get a
+   ``failed`` entry in the same insert;
 6. one delete of the batch's claims and its barrier.
 
 Whatever stops a batch (``kill -9``, a dead worker, the server restarting)
@@ -53,13 +53,15 @@ from ingest.load.writer import RECORDS
 from ingest.mongo import durable, insert_new
 from ingest.timing import utcnow
 
-__all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "Prepared", "prepare", "commit", "recover_claim"]
+__all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", "Prepared", "prepare", "commit",
+           "recover_claim"]
 
 #: A file this large or smaller (on disk) is read whole into memory and may join a batch.
 SMALL_FILE_BYTES = 1 << 20
-#: Files per batch, and documents held in memory for one batch.
+#: Files per batch, and documents and decompressed input bytes held in memory for one batch.
 BATCH_FILES = 500
 BATCH_DOCUMENTS = 20_000
+BATCH_BYTES = 8 << 20
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
@@ -71,6 +73,7 @@ class Prepared:
     version: Version | None = None
     documents: list = field(default_factory=list)  # (collection, document, mode)
     failed: bool = False
+    weight: int = 0  # decompressed bytes read
 
     @property
     def key(self) -> str:
@@ -91,10 +94,11 @@ def prepare(key: str, worker: str, room: int) -> Prepared | None:
         outcome.size, outcome.sha256 = prepared.version.size, prepared.version.sha256
         fmt = parsers.detect_head(Path(key), memory_stream(data).read(4096))
         outcome.format = fmt.name
-        documents = documents_of(memory_stream(data), prepared.version, fmt, outcome, room)
+        handle = memory_stream(data)
+        documents = documents_of(handle, prepared.version, fmt, outcome, room)
         if documents is None:
             return None
-        prepared.documents = documents
+        prepared.documents, prepared.weight = documents, handle.tell()
     except ParseError as exc:
         if not outcome.errors:  # with bad records listed, exc is their summary
             outcome.errors.append({"line": exc.line, "reason": exc.reason})
@@ -148,6 +152,11 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
               {"_id": batch_id, "owner": owner, "files": len(loadable), "at": now})
         if incarnation(ctx) != identity:  # the server restarted: it may have lost some
             raise _Restarted
+        renewed = ctx.claims.now() + dt.timedelta(seconds=ctx.claims.lease_s)
+        held = retry("renewing the batch's claims", ctx.db[CLAIMS].update_many,
+                     {"batch": batch_id, "owner.id": ctx.owner.id}, {"$set": {"lease_until": renewed}})
+        if held.matched_count != len(loadable):  # a lease ran out (a server away for long): let go
+            raise _Restarted
     except _Restarted:
         _release(ctx, batch_id)
         return [], later + [p.key for p in loadable] + [p.key for p in fresh if p.failed]
@@ -163,7 +172,7 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
 
 
 class _Restarted(Exception):
-    """The server's identity changed during the batch."""
+    """The server's identity changed during the batch, or another loader took a claim over."""
 
 
 def _write_documents(ctx, loadable: list[Prepared]) -> None:
@@ -230,7 +239,9 @@ def _commit_entries(ctx, batch_id: str, loadable: list[Prepared], failed: list[P
                         "errors": o.errors,
                         "warnings": o.warnings, "failed_sha256": o.sha256, "run_id": ctx.run_id,
                         "finished": finished})
-    _, taken = ctx.retry("recording the batch in the ledger", insert_new, ctx.db[LEDGER], entries)
+    # journaled: acknowledged, the entries outlive a crash of the server (a lost one would leave
+    # its file's documents to be dropped with its claim, after the load had reported it loaded)
+    _, taken = ctx.retry("recording the batch in the ledger", insert_new, durable(ctx.db[LEDGER]), entries)
     again: list[str] = []
     if taken:  # another loader made these entries meanwhile: undo ours, load them per file
         gone = {entries[i]["_id"] for i in taken}
@@ -259,9 +270,10 @@ def _abandon(ctx, batch_id: str, loadable: list[Prepared]) -> None:
 
 
 def _release(ctx, batch_id: str) -> None:
+    """The barrier first: claims left alone by a stop in between are recovered, and remove it too."""
+    ctx.retry("removing the batch's barrier", ctx.db[BATCHES].delete_one, {"_id": batch_id})
     ctx.retry("releasing the batch's claims", ctx.db[CLAIMS].delete_many,
               {"batch": batch_id, "owner.id": ctx.owner.id})
-    ctx.retry("removing the batch's barrier", ctx.db[BATCHES].delete_one, {"_id": batch_id})
 
 
 def recover_claim(ctx, held: dict) -> bool:

@@ -39,12 +39,12 @@ import bson
 from bson.binary import Binary
 from pymongo import DeleteOne, InsertOne, ReplaceOne
 
-from ingest.catalog import MATERIALS, TASKS, VERSIONS
+from ingest.catalog import MATERIALS, META, TASKS, VERSIONS
 from ingest.mongo import Retry, conditional_writes, insert_new
 from ingest.sharding import key_filter
 
 __all__ = ["RECORD_COLLECTIONS", "version_order", "write_records", "write_versions", "replace_older", "drop_records",
-           "settle"]
+           "settle", "ensure_versions"]
 
 #: The collections whose documents are records keyed by a natural id.
 RECORD_COLLECTIONS = (MATERIALS, TASKS)
@@ -86,12 +86,13 @@ def write_records(db, coll: str, docs: list[dict], retry: Retry) -> tuple[int, i
     whose stored version this one replaced, and records whose stored version is
     this one already or a newer holder's.  Idempotent.
     """
-    write_versions(db, coll, docs, retry)
-    inserted, held = retry(f"writing {coll}", insert_new, db[coll], docs)
-    if not held:
-        return inserted, 0, 0
-    new, modified, unchanged = replace_older(db, coll, [docs[i] for i in held], retry)
-    return inserted + new, modified, unchanged
+    unique = list({doc["_id"]: doc for doc in docs}.values())  # a key twice in a batch: the later line
+    write_versions(db, coll, unique, retry)
+    inserted, held = retry(f"writing {coll}", insert_new, db[coll], unique)
+    new = modified = unchanged = 0
+    if held:
+        new, modified, unchanged = replace_older(db, coll, [unique[i] for i in held], retry)
+    return inserted + new, modified, unchanged + len(docs) - len(unique)
 
 
 def write_versions(db, coll: str, docs: list[dict], retry: Retry) -> None:
@@ -176,3 +177,36 @@ def _settle_ops(db, coll: str, keys: list, retry: Retry) -> tuple[list, list]:
             doc = _document(target)
             ops.append(ReplaceOne({**key_filter(coll, doc), "_source.sha256": have}, doc))
     return ops, changed
+
+
+#: The order given to the records of a database loaded before versions were kept: older than any
+#: file's, so that the next holder loaded replaces them.
+_UPGRADED = "0000-00-00T00:00:00.000000000Z"
+
+
+def ensure_versions(db, retry: Retry) -> int:
+    """Once per database: give every record stored before versions were kept its version.
+
+    Such a database kept one version per record (the last loaded); the other
+    holders' versions were never stored, so each record gets the version it
+    has, ordered before every file's (``sci-ingest load --force`` on the folders
+    records every holder).  A marker in ``ingest_meta`` makes this a single
+    read afterwards.  Returns how many records were given a version.
+    """
+    marker = {"_id": "record_versions"}
+    if retry("reading ingest_meta", db[META].find_one, marker) is not None:
+        return 0
+    given = 0
+    unversioned = {"_source.order": {"$exists": False}, "_source.sha256": {"$exists": True}}
+    for coll in RECORD_COLLECTIONS:
+        while part := retry(f"reading {coll}", lambda: list(db[coll].find(unversioned).limit(1000))):
+            for doc in part:
+                source = doc["_source"]
+                source["order"] = f"{_UPGRADED} {str(source['sha256'])[:16]} {source.get('path', '')}"
+            write_versions(db, coll, part, retry)
+            retry(f"writing {coll}", conditional_writes, db[coll], [
+                ReplaceOne({**key_filter(coll, doc), "_source.order": {"$exists": False}}, doc) for doc in part])
+            given += len(part)
+    retry("writing ingest_meta", db[META].replace_one, marker, {**marker, "records_given_a_version": given},
+          upsert=True)
+    return given

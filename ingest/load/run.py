@@ -26,15 +26,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ingest.catalog import CLAIMS, TIMINGS
+from ingest.catalog import BATCHES, CLAIMS, TIMINGS
 from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
 from ingest.ledger import Ledger
-from ingest.load.batch import BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
+from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
+from ingest.load.records import ensure_versions
 from ingest.load.writer import PipelinedWriter
 from ingest.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
 from ingest.timing import StageRecord
@@ -175,15 +176,15 @@ def _load_batches(ctx: FileContext, keys: list[str], new: set[str]) -> tuple[lis
     outcomes: list[FileOutcome] = []
     rest: list[str] = []
     batch: list = []
-    held = 0
+    held = weight = 0
 
     def flush() -> None:
-        nonlocal batch, held
+        nonlocal batch, held, weight
         if batch:
             done, again = commit(ctx, batch)
             outcomes.extend(done)
             rest.extend(again)
-        batch, held = [], 0
+        batch, held, weight = [], 0, 0
 
     for key in keys:
         if key not in new:
@@ -198,7 +199,8 @@ def _load_batches(ctx: FileContext, keys: list[str], new: set[str]) -> tuple[lis
             continue
         batch.append(prepared)
         held += len(prepared.documents)
-        if len(batch) >= BATCH_FILES or held >= BATCH_DOCUMENTS:
+        weight += prepared.weight
+        if len(batch) >= BATCH_FILES or held >= BATCH_DOCUMENTS or weight >= BATCH_BYTES:
             flush()
     flush()
     return outcomes, rest
@@ -262,6 +264,7 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
         if outcome.status == "failed":
             log(f"failed: {outcome.line}")
     if not options.dry_run:
+        ensure_versions(db, retry)  # once per database: one read afterwards
         summary.rolled_back += _recover_orphans(job, {t.key for t in todo})
     if on_plan is not None:
         on_plan(todo)
@@ -343,7 +346,15 @@ def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
     for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find())):
         if not _alive(ctx, job, held):  # its owner stopped
             _let_go_of(ctx, held)
+    _sweep_barriers(ctx)
     return done
+
+
+def _sweep_barriers(ctx: FileContext) -> None:
+    """A batch holds its claims for as long as its barrier exists: a barrier without is a leftover."""
+    for barrier in ctx.retry("reading barriers", lambda: list(ctx.db[BATCHES].find({}, {"_id": 1}))):
+        if not ctx.retry("reading claims", ctx.db[CLAIMS].find_one, {"batch": barrier["_id"]}):
+            ctx.retry("removing a stale barrier", ctx.db[BATCHES].delete_one, {"_id": barrier["_id"]})
 
 
 def _let_go_of(ctx: FileContext, held: dict) -> None:
@@ -389,6 +400,7 @@ def _release_leftovers(job: LoadJob) -> None:
         _let_go_of(ctx, held)
     for entry in ctx.ledger.held({"owner.run_id": job.run_id}):
         recover(ctx, entry["_id"])
+    _sweep_barriers(ctx)
 
 
 def _lease_over(ctx: FileContext, entry: dict) -> bool:

@@ -428,19 +428,25 @@ def read_records(handle: BinaryIO, source: str) -> Iterator[Record | ParseError]
 
 
 def _read_records(handle: BinaryIO, source: str) -> Iterator[Record | ParseError]:
-    head = b""
-    while True:  # read until the first significant byte (or the end)
+    parts: list[bytes] = []
+    size = 0
+    while True:  # read until the first significant byte (or the end), each chunk looked at once
         chunk = handle.read(CHUNK)
-        head += chunk
-        if head.startswith(b"\xef\xbb\xbf"):
-            significant = head[3:].lstrip()
+        if not parts and chunk.startswith(b"\xef\xbb\xbf"):
+            significant = chunk[3:].lstrip()
         else:
-            significant = head.lstrip()
+            significant = chunk.lstrip()
+        parts.append(chunk)
+        size += len(chunk)
         if significant or not chunk:
             break
+        if size > MAX_RECORD_BYTES:  # a whitespace bomb (a gzip of GBs of blanks): never held whole
+            yield ParseError(f"nothing but whitespace in the first {MAX_RECORD_BYTES:,} bytes", source=source, line=1)
+            return
     if not significant:
         yield ParseError("empty file", source=source)
         return
+    head = b"".join(parts)
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     stream = io.BufferedReader(_Prefixed(head, handle), buffer_size=CHUNK)
