@@ -41,7 +41,6 @@ def plan_backfill(paths: list[str] | None, pattern: str | None, reprocess: str, 
     from ingest.config import Settings
     from ingest.connection import database
     from ingest.ledger import Ledger
-    from ingest.inputs import file_key
     from ingest.load.plan import discover
     from ingest.mongo import Retry
 
@@ -56,7 +55,7 @@ def plan_backfill(paths: list[str] | None, pattern: str | None, reprocess: str, 
     if not named:
         raise ConfigError("a backfill needs paths or a glob")
     files, refused = discover(named)
-    keys = [file_key(f) for f in files]
+    keys = [str(f) for f in files]  # discover() gives the files' keys
     known: dict[str, dict] = {}
     if reprocess != "all" and keys:
         with database(Settings.from_env(mongo_uri=mongo_uri, progress=False), log) as conn:

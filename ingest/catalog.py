@@ -55,14 +55,15 @@ DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
 Index = list[tuple[str, int]]
 
 #: What the loader needs while it writes: records and their versions by content (rollback, old
-#: versions) and by key (the next holder's version), the ledger by content.
+#: versions) and by key (the next holder's version), the ledger by content and its entries held
+#: or with contents to drop (what a load recovers first: a scan of a large ledger otherwise).
 #: A search file's documents need none: their ``_id`` s start with their content's
 #: sha256 (``ingest.documents.search``), so the ``_id`` index finds them by prefix.
 LOAD_INDEXES: dict[str, list[Index]] = {
     MATERIALS: [[("_source.sha256", 1)]],
     TASKS: [[("_source.sha256", 1)]],
     VERSIONS: [[("_id.s", 1)], [("_id.k", 1)]],
-    LEDGER: [[("sha256", 1)], [("status", 1)]],
+    LEDGER: [[("sha256", 1)], [("status", 1)], [("owner.id", 1)], [("drop", 1)]],
     TIMINGS: [[("run_id", 1), ("stage", 1)]],
     VALIDATION: [[("run_id", 1)]],
 }

@@ -37,9 +37,6 @@ PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "f
 #: Paths per ``$in`` query: the embedded server's cost per element grows with the list (measured on
 #: a ledger of 2,000 entries: 0.11 ms per element at 50, 0.16 at 100, 1 ms at 1,000, 4.4 at 5,000).
 _LOOKUP_CHUNK = 50
-#: Reading the whole ledger costs about 16 us an entry there: cheaper than ``$in`` once the paths
-#: asked for are more than this share of it.
-_SCAN_SHARE = 0.15
 _MARK_CHUNK = 1000
 
 
@@ -62,19 +59,9 @@ class Ledger:
         return self.retry("reading the ledger", self.coll.find_one, {"_id": key})
 
     def lookup(self, keys: list[str], fields: dict | None = None) -> dict[str, dict]:
-        """The entries of many paths, in few round trips: {path: entry}.
-
-        By ``$in`` in small chunks, or, when the paths are a large share of the
-        ledger (a re-run of a whole folder), by one read of the whole ledger.
-        """
+        """The entries of many paths, in few round trips: {path: entry} (``$in`` in chunks of
+        50: linear in the paths asked for, whatever the ledger's size)."""
         found: dict[str, dict] = {}
-        if not keys:
-            return found
-        if len(keys) > 200 and len(keys) > _SCAN_SHARE * self.retry(
-                "counting the ledger", self.coll.estimated_document_count):
-            wanted = set(keys)
-            docs = self.retry("reading the ledger", lambda: list(self.coll.find({}, fields or PLAN_FIELDS)))
-            return {d["_id"]: d for d in docs if d["_id"] in wanted}
         for start in range(0, len(keys), _LOOKUP_CHUNK):
             chunk = keys[start:start + _LOOKUP_CHUNK]
             docs = self.retry("reading the ledger", lambda: list(
@@ -108,8 +95,14 @@ class Ledger:
         return found
 
     def held(self, query: dict) -> list[dict]:
-        """Entries a loader holds (or held when it stopped), that also match ``query``."""
-        return self.retry("reading the ledger", lambda: list(self.coll.find({"owner": {"$exists": True}, **query})))
+        """Entries a loader holds (or held when it stopped), that also match ``query``
+        (by the ``owner.id`` index: owner ids are non-empty strings)."""
+        return self.retry("reading the ledger", lambda: list(self.coll.find({"owner.id": {"$gt": ""}, **query})))
+
+    def dropping(self) -> list[dict]:
+        """Entries nobody holds that still list contents to drop (by the ``drop`` index)."""
+        return [e for e in self.retry("reading the ledger", lambda: list(self.coll.find({"drop": {"$gt": ""}})))
+                if not e.get("owner")]
 
     def update(self, key: str, owner_id: str | None, set_fields: dict | None = None,
                unset: tuple[str, ...] = (), push_drop: list[str] | None = None, journaled: bool = False) -> bool:

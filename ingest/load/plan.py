@@ -21,7 +21,7 @@ from typing import Iterable
 
 from ingest import parsers
 from ingest.fileio import printable
-from ingest.inputs import file_key, find_inputs
+from ingest.inputs import find_inputs
 from ingest.ledger import Ledger
 from ingest.load.outcome import FileOutcome
 
@@ -55,9 +55,10 @@ def discover(paths: Iterable[str | Path], *, include_hidden: bool = False) -> tu
       files, found in a directory (unless ``include_hidden``): the reason says which and that
       ``--include-hidden`` loads it.
 
-    Every outcome's ``path`` is the stored path; ``line`` shows it escaped.
+    Every outcome's ``path`` is the stored path; ``line`` shows it escaped.  ``files`` are the
+    files' keys (:func:`ingest.inputs.file_key`: resolved paths), as :func:`plan` takes them.
     """
-    found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden)
+    found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden, resolved=True)
 
     def outcome(named, status: str) -> FileOutcome:
         return FileOutcome(path=named.path, status=status, reason=named.reason,
@@ -70,8 +71,8 @@ def plan(ledger: Ledger | None, files: list[Path], force: bool = False) -> tuple
     """(files to load, outcomes decided here: unchanged files skipped, unreadable ones failed)."""
     stats: list[tuple[str, os.stat_result]] = []
     decided: list[FileOutcome] = []
-    for path in files:
-        key = file_key(path)
+    for path in files:  # keys, from discover()
+        key = str(path)
         try:
             stats.append((key, path.stat()))
         except OSError as exc:

@@ -167,7 +167,13 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
     if outcomes:  # retries no file counted (a batch handed back, say) go on the last one
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     if not job.dry_run:
-        _record_file_timings(ctx, job, outcomes)
+        try:
+            _record_file_timings(ctx, job, outcomes)
+        except ServerUnavailable:
+            if not ctx.retry.server_gone():
+                raise
+            # the private server exited after these files were loaded: they are reported as
+            # loaded, and the run stops with the server's exit at its next operation
     return [o.as_dict() for o in outcomes]
 
 
@@ -334,8 +340,7 @@ def _progress(total: int, enabled: bool):
 def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
     """Finish what interrupted loads left behind on paths this load will not touch."""
     ctx = _context(job)
-    stale = ctx.ledger.held({}) + ctx.retry("reading the ledger", lambda: list(
-        ctx.ledger.coll.find({"drop.0": {"$exists": True}, "owner": {"$exists": False}})))
+    stale = ctx.ledger.held({}) + ctx.ledger.dropping()
     done = []
     for entry in stale:
         key = entry["_id"]
