@@ -17,8 +17,14 @@ process (a session of its own) that
   command but the keeper's own.  ``sci-ingest server stop`` (SIGTERM) stops it at once.
 
 Starting is serialised by ``<home>/server.start.lock``: commands started at once
-share one server.  The keeper stops its server only while it holds the use lock
-exclusively, so no command finds a server that is about to stop under it.
+share one server.  The starting command hands its hold on that lock to the keeper
+(the locked file descriptor is inherited), and the keeper lets go of it only once
+its server is recorded, or, when it fails, once that server has stopped and the
+keeper exits: a command killed (SIGKILL) while its keeper starts leaves the lock
+held, so the next command waits for that keeper's server and shares it instead of
+starting a second keeper whose server finds the data directory in use.  The keeper
+stops its server only while it holds the use lock exclusively, so no command finds
+a server that is about to stop under it.
 ``SCI_INGEST_SERVER_IDLE`` sets the timeout (seconds, default 600); 0 gives each
 command a private server of its own, stopped at its end (the old behaviour).
 """
@@ -49,6 +55,12 @@ USE_LOCK = "server.use.lock"
 READY = "ready"
 #: How long a command waits for a new keeper to report its server ready.
 START_TIMEOUT_S = 90.0
+#: How long a command waits for the start lock: another command, or the keeper of a command killed
+#: meanwhile, starting the server (the keeper's own start gives up after 60 s and stops its server).
+LOCK_TIMEOUT_S = START_TIMEOUT_S + 60.0
+#: How long a command waits for a server on the data directory with no record to go (the server of a
+#: keeper that was killed: it is killed with it) before saying which process has the data directory.
+HOLDER_GRACE_S = 5.0
 #: The keeper's own client hardly ever sends a heartbeat: each would look like another client's command.
 _HEARTBEAT_MS = 86_400_000
 _keepers: list[subprocess.Popen] = []  # started by this process; never waited for (they outlive it)
@@ -79,13 +91,32 @@ def _lock_fd(state_dir: Path, name: str) -> int:
 
 
 @contextmanager
-def _locked(state_dir: Path, name: str, mode: int) -> Iterator[None]:
+def _locked(state_dir: Path, name: str, mode: int, timeout: float | None = None) -> Iterator[int]:
+    """Hold ``name`` locked (``mode``); yields the locked descriptor.  ``timeout``: ServerError when the
+    lock is not had within that many seconds (None: wait for it)."""
     fd = _lock_fd(state_dir, name)
     try:
-        fcntl.flock(fd, mode)
-        yield
+        if timeout is None:
+            fcntl.flock(fd, mode)
+        else:
+            deadline = time.monotonic() + timeout
+            while not _try_lock(fd, mode):
+                if time.monotonic() >= deadline:
+                    raise ServerError(f"the embedded server of {state_dir} has been starting for more than "
+                                      f"{timeout:.0f} s in another command or its keeper ({Path(state_dir) / name} "
+                                      f"is locked); see {Path(state_dir) / 'server.log'}")
+                time.sleep(0.1)
+        yield fd
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # releases the lock (unless a keeper inherited it: then once the keeper lets go too)
+
+
+def _try_lock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def using(state_dir: Path):
@@ -93,9 +124,10 @@ def using(state_dir: Path):
     return _locked(state_dir, USE_LOCK, fcntl.LOCK_SH)
 
 
-def starting(state_dir: Path):
-    """Held (exclusive) while a server of the home is started or stopped."""
-    return _locked(state_dir, START_LOCK, fcntl.LOCK_EX)
+def starting(state_dir: Path, timeout: float | None = None):
+    """Held (exclusive) while a server of the home is started or stopped; a keeper being started holds
+    it until its server is recorded (or has stopped).  Yields the locked descriptor."""
+    return _locked(state_dir, START_LOCK, fcntl.LOCK_EX, timeout)
 
 
 # ------------------------------------------------------------------ the command's side
@@ -104,25 +136,32 @@ def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
 
     Call it inside :func:`using`.  Raises ServerError (one line) when it cannot start.
     """
-    from ingest.server import _state_file, running_server
+    from ingest.server import _state_file, refuse_if_held, running_server
 
     state_dir = Path(state_dir).resolve()
-    with starting(state_dir):
+    # waits for another command's start, or for the keeper of a command killed meanwhile (it holds the lock)
+    with starting(state_dir, timeout=LOCK_TIMEOUT_S) as lock:
         state = running_server(state_dir)  # another command may have started it while we waited
         if state is not None:
             return state
         _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
+        # no keeper starts now and no record names a server: a SecantusDB process on the data is a keeper's
+        # that was killed (dying with it), or the private server of a command (SCI_INGEST_SERVER_IDLE=0)
+        refuse_if_held(state_dir / "db", wait_s=HOLDER_GRACE_S)
         log(f"starting the embedded SecantusDB server (data in {state_dir / 'db'}); it stays up until "
             f"{idle_s:g} s pass without a command ({IDLE_ENV}); `sci-ingest server stop` stops it ...")
-        _launch(state_dir, idle_s)
+        _launch(state_dir, idle_s, lock)
         state = running_server(state_dir)
     if state is None:
         raise ServerError(f"the embedded server started and then stopped answering; see {state_dir / 'server.log'}")
     return state
 
 
-def _launch(state_dir: Path, idle_s: float) -> None:
-    """Start a keeper, detached, and wait until it says its server is ready (or why it is not)."""
+def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
+    """Start a keeper, detached, and wait until it says its server is ready (or why it is not).
+
+    The keeper inherits ``start_lock`` (the locked start lock's descriptor) and keeps it until its
+    server is recorded or stopped: should this command die meanwhile, the next one still waits."""
     from ingest.config import PROJECT_ROOT
     from ingest.server import _private_file
 
@@ -132,9 +171,11 @@ def _launch(state_dir: Path, idle_s: float) -> None:
     with open(log_path, "ab") as log:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.keeper", "--home", str(state_dir), "--idle", repr(idle_s)],
+                [sys.executable, "-m", "ingest.keeper", "--home", str(state_dir), "--idle", repr(idle_s),
+                 "--start-lock-fd", str(start_lock)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=state_dir, env=env,
                 start_new_session=True,  # no terminal's signals; it outlives this command
+                pass_fds=(start_lock,),
             )
         except OSError as exc:
             raise ServerError(f"could not start the embedded server's keeper: {exc}") from exc
@@ -228,11 +269,7 @@ def _forget(home: Path) -> None:
 
 
 def _try_exclusive(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
+    return _try_lock(fd, fcntl.LOCK_EX)
 
 
 def _serve(home: Path, server, creds: dict | None, idle_s: float) -> _Activity:
@@ -302,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  "until it is idle (started by sci-ingest itself).")
     parser.add_argument("--home", required=True, type=Path, help="the sci-ingest home (SCI_INGEST_HOME)")
     parser.add_argument("--idle", required=True, type=float, help="seconds without a client before stopping")
+    parser.add_argument("--start-lock-fd", type=int, default=None,
+                        help="the home's start lock, locked by the starting command: kept until the server "
+                             "is recorded (on failure: until this process ends, its server stopped)")
     args = parser.parse_args(argv)
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
@@ -319,7 +359,12 @@ def main(argv: list[str] | None = None) -> int:
             activity = _serve(args.home, server, creds, args.idle)
         except SciIngestError as exc:
             _tell(ready, f"error: {exc}")
-            return 1
+            return 1  # the start lock is let go at exit, once `finally` has stopped the server
+        if args.start_lock_fd is not None:
+            try:
+                os.close(args.start_lock_fd)  # recorded: the next commands find it and share it
+            except OSError:
+                pass
         _tell(ready, READY)
         return _watch(args.home, server, activity)
     except _Stop:

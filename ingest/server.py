@@ -293,9 +293,14 @@ def holder(data_dir: Path) -> dict | None:
     return None
 
 
-def refuse_if_held(data_dir: Path) -> None:
-    """ServerError saying what to do when another server process has ``data_dir`` open."""
+def refuse_if_held(data_dir: Path, wait_s: float = 0.0) -> None:
+    """ServerError saying what to do when another server process has ``data_dir`` open (``wait_s``:
+    after waiting that long for it to go, e.g. a server killed with its keeper, which takes a moment)."""
     found = holder(data_dir)
+    deadline = time.monotonic() + wait_s
+    while found is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = holder(data_dir)
     if found is None:
         return
     pid = found["pid"]
@@ -383,7 +388,8 @@ def server_state(state_dir: Path) -> tuple[str, dict | None]:
     if _same_process(state) is None:
         return "dead", state
     if ping(state.get("uri", ""), timeout_ms=3000) is None:
-        return "unresponsive", state
+        # a server that died while it was asked (e.g. killed with its keeper) is dead, not unresponsive
+        return ("unresponsive" if _same_process(state) is not None else "dead"), state
     return "running", state
 
 
@@ -479,11 +485,13 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
     that is gone; the record is removed) or "absent".  Only the very processes that were started
     are signalled: a per-home server's keeper, which stops its server (WiredTiger checkpoints and
     closes), and the server itself."""
-    from ingest.keeper import starting
+    from ingest.keeper import START_LOCK, starting
 
-    if _recorded(state_dir) is None:
-        return "absent"
-    with starting(state_dir):  # no command starts a new server meanwhile
+    if _recorded(state_dir) is None and not (Path(state_dir) / START_LOCK).exists():
+        return "absent"  # no server was ever started here (and no home is created for the lock)
+    # no command starts a new server meanwhile; and a keeper still starting (its command may have been
+    # killed) holds the lock until its server is recorded, so that server is stopped too, not left running
+    with starting(state_dir):
         state = _recorded(state_dir)
         if state is None:
             return "absent"
