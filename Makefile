@@ -47,7 +47,9 @@ test-ui: install
 	fi
 	$(BIN)/python -m pytest -q -s -m ui tests/test_airflow_ui.py
 
-# bench_load.py builds its corpora when missing (benchmarks/make_load_corpus.sh: 1x about a
+# bench_small_files.py: 2,000 small files against one file of the same content (records, and
+# ssearch36 -m 10 outputs: Debian's fasta3), a re-run of 10,000 unchanged files and a gzip bomb's
+# peak RSS (about 6 minutes, corpus built once).  bench_load.py builds its corpora when missing (benchmarks/make_load_corpus.sh: 1x about a
 # minute, 10x about ten, 2 GB under $TMPDIR/sci-ingest-bench) and starts and stops its own
 # embedded server (about 30 minutes on 2 cores; --quick: one minute).  bench_analysis.py
 # builds the SCALE-3 corpus when missing (about 4 minutes), loads its 1x and 10x databases
@@ -57,6 +59,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_pasta.py
 	$(BIN)/python benchmarks/bench_json_layouts.py --mb 200
 	$(BIN)/python benchmarks/bench_load.py --build-10x
+	$(BIN)/python benchmarks/bench_small_files.py
 	$(BIN)/python benchmarks/bench_analysis.py
 
 # Re-resolve the pins after editing requirements.in.

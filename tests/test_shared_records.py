@@ -227,7 +227,10 @@ def test_a_file_changed_during_its_writing_pass_is_rolled_back(db, mongo_uri, tm
     assert calls and all(db[c].count_documents({}) == 0 for c in ("materials", "searches", "hits", VERSIONS))
 
 
-def test_files_deleted_or_replaced_by_a_link_after_discovery_fail_alone(db, mongo_uri, tmp_path):
+def test_files_deleted_or_replaced_by_a_link_after_discovery_fail_alone(db, mongo_uri, mongo_client, tmp_path, load):
+    """Between the plan and the load one file is deleted and one replaced by a symbolic link to a
+    file outside the folder: each fails with its reason and nothing is read through the link.
+    With the link removed, a load of the folder ends as a clean load of it."""
     from ingest.load import LoadOptions, load_paths
 
     folder = tmp_path / "d"
@@ -251,6 +254,17 @@ def test_files_deleted_or_replaced_by_a_link_after_discovery_fail_alone(db, mong
     assert sorted(d["_id"] for d in db.materials.find()) == ["C"]  # nothing read through the link
     # the ledger agrees: only kept.jsonl stands for documents
     assert sorted(e["_id"] for e in db.ingest_files.find({"sha256": {"$exists": True}})) == [str(folder / "kept.jsonl")]
+    # and a clean load of the final folder, after the same load again, holds the same
+    linked.unlink()
+    clean = mongo_client[db.name + "_clean"]
+    try:
+        for name in (db.name, clean.name):
+            proc, _ = load(folder, db_name=name)
+            assert proc.returncode == 0, proc.stderr
+        assert [d for d in db.materials.find()] == [d for d in clean.materials.find()]
+        assert {v["_id"]["k"] for v in db[VERSIONS].find()} == {v["_id"]["k"] for v in clean[VERSIONS].find()} == {"C"}
+    finally:
+        mongo_client.drop_database(clean.name)
 
 
 def test_a_database_loaded_before_versions_were_kept_is_given_them_once(db, tmp_path, load):
