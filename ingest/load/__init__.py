@@ -2,7 +2,10 @@
 
 * :mod:`~ingest.load.plan` — find the files, skip the known ones in bulk, group the rest;
 * :mod:`~ingest.load.run` — run the groups on Dask workers (or in this process), report;
+* :mod:`~ingest.load.batch` — many small new files as one transaction (constant round trips);
 * :mod:`~ingest.load.files` — one file as a transaction (claims, write, finish or roll back);
+* :mod:`~ingest.load.records` — records shared between files: every holder's version, the newest stored;
+* :mod:`~ingest.load.reading` — one version of a file read, or the file named as changed;
 * :mod:`~ingest.load.claims` — one loader at a time per file and per content, with leases;
 * :mod:`~ingest.load.writer` — writes that overlap parsing;
 * :mod:`~ingest.load.indexes` — which indexes a load keeps up, which it builds after;

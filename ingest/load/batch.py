@@ -142,9 +142,14 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
     _, taken = retry("claiming contents", insert_new, ctx.db[CLAIMS], [
         {"_id": p.version.sha256, "owner": owner, "lease_until": lease, "batch": batch_id, "path": p.key}
         for p in loadable])
-    if taken:
+    if taken:  # held by another loader: theirs to finish, or the per-file protocol's to wait for
+        held_elsewhere = set(taken)
         later += [loadable[i].key for i in taken]
-        loadable = [p for i, p in enumerate(loadable) if i not in set(taken)]
+        loadable = [p for i, p in enumerate(loadable) if i not in held_elsewhere]
+    failed = [p for p in fresh if p.failed]
+    if not loadable:  # nothing to write: the bad files' entries only
+        outcomes, again = _commit_entries(ctx, [], failed, started)
+        return outcomes, later + again
     identity = incarnation(ctx)
     try:
         _write_documents(ctx, loadable)
@@ -159,14 +164,14 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
             raise _Restarted
     except _Restarted:
         _release(ctx, batch_id)
-        return [], later + [p.key for p in loadable] + [p.key for p in fresh if p.failed]
+        return [], later + [p.key for p in loadable + failed]
     except DatabaseError as exc:
         if isinstance(exc, ServerUnavailable):
             raise
         # a document the server refuses: find its file, one file at a time
         _abandon(ctx, batch_id, loadable)
-        return [], later + [p.key for p in loadable] + [p.key for p in fresh if p.failed]
-    outcomes, again = _commit_entries(ctx, batch_id, loadable, [p for p in fresh if p.failed], started)
+        return [], later + [p.key for p in loadable + failed]
+    outcomes, again = _commit_entries(ctx, loadable, failed, started)
     _release(ctx, batch_id)
     return outcomes, later + again
 
@@ -216,7 +221,7 @@ def _write_records(ctx, coll: str, pairs: list[tuple[Prepared, dict]]) -> None:
         p.outcome.existing += kept
 
 
-def _commit_entries(ctx, batch_id: str, loadable: list[Prepared], failed: list[Prepared],
+def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
                     started: float) -> tuple[list[FileOutcome], list[str]]:
     """Insert every file's final entry; a file whose entry appeared meanwhile goes per file."""
     finished = utcnow()
@@ -236,21 +241,16 @@ def _commit_entries(ctx, batch_id: str, loadable: list[Prepared], failed: list[P
     for p in failed:
         o = p.outcome
         entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason, backslash=False),
-                        "errors": o.errors,
-                        "warnings": o.warnings, "failed_sha256": o.sha256, "run_id": ctx.run_id,
+                        "errors": o.errors, "warnings": o.warnings, "failed_sha256": o.sha256, "run_id": ctx.run_id,
                         "finished": finished})
     # journaled: acknowledged, the entries outlive a crash of the server (a lost one would leave
     # its file's documents to be dropped with its claim, after the load had reported it loaded)
     _, taken = ctx.retry("recording the batch in the ledger", insert_new, durable(ctx.db[LEDGER]), entries)
-    again: list[str] = []
-    if taken:  # another loader made these entries meanwhile: undo ours, load them per file
-        gone = {entries[i]["_id"] for i in taken}
-        for p in loadable:
-            if p.key in gone:
-                _drop_content(ctx, p.key, p.version.sha256)
-        again = sorted(gone)
-    outcomes = [p.outcome for p in loadable + failed if p.key not in again]
-    return outcomes, again
+    gone = {entries[i]["_id"] for i in taken}  # another loader made these entries meanwhile:
+    for p in loadable:  # undo ours, and load them per file
+        if p.key in gone:
+            _drop_content(ctx, p.key, p.version.sha256)
+    return [p.outcome for p in loadable + failed if p.key not in gone], sorted(gone)
 
 
 def _drop_content(ctx, key: str, sha: str) -> None:
