@@ -89,7 +89,7 @@ def _load_options(args, settings):
         return None
     from ingest.config import default_workers
     from ingest.load import LoadOptions
-    from ingest.mongo import parse_write_concern
+    from ingest.config import parse_write_concern
 
     if args.workers is not None and args.workers < 1:
         from ingest.errors import ConfigError

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ingest.errors import ConfigError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "sci_ingest"
 SAMPLES_DIR = PROJECT_ROOT / "samples"
@@ -62,3 +64,33 @@ class Settings:
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         return replace(base, **clean)
+
+
+def parse_write_concern(spec: str) -> dict:
+    """``"w=majority,j=true,wtimeout=5000"`` (or ``"majority"``, ``"2"``) -> write concern options.
+
+    Raises ConfigError on anything else, naming what is accepted.
+    """
+    options: dict = {}
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep:
+            key, value = "w", part
+        key = key.strip().lower()
+        value = value.strip()
+        if key == "w":
+            options["w"] = int(value) if value.isdigit() else value
+        elif key in ("j", "journal"):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ConfigError(f"write concern: j must be true or false, not {value!r}")
+            options["j"] = value.lower() in ("true", "1")
+        elif key in ("wtimeout", "wtimeoutms"):
+            if not value.isdigit():
+                raise ConfigError(f"write concern: wtimeout must be milliseconds, not {value!r}")
+            options["wtimeout"] = int(value)
+        else:
+            raise ConfigError(f"write concern: unknown option {key!r} in {spec!r} "
+                              "(expected w=1|majority|N, j=true|false, wtimeout=MS)")
+    if not options:
+        raise ConfigError(f"write concern {spec!r} is empty (expected e.g. w=majority,j=true)")
+    return options

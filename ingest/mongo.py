@@ -34,11 +34,14 @@ import os
 import random
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
+import bson
 import pymongo
+from bson.binary import Binary
 from bson.errors import InvalidDocument
 from pymongo.errors import (
     BulkWriteError,
@@ -58,7 +61,7 @@ __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes",
     "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
-    "parse_write_concern", "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes",
+    "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes", "compressed_bson",
     "default_timeout_ms",
 ]
 
@@ -346,36 +349,6 @@ def process_alive(pid: int) -> bool:
 
 
 # ------------------------------------------------------------------ write concern
-def parse_write_concern(spec: str) -> dict:
-    """``"w=majority,j=true,wtimeout=5000"`` (or ``"majority"``, ``"2"``) -> write concern options.
-
-    Raises ConfigError on anything else, naming what is accepted.
-    """
-    options: dict = {}
-    for part in (p.strip() for p in spec.split(",") if p.strip()):
-        key, sep, value = part.partition("=")
-        if not sep:
-            key, value = "w", part
-        key = key.strip().lower()
-        value = value.strip()
-        if key == "w":
-            options["w"] = int(value) if value.isdigit() else value
-        elif key in ("j", "journal"):
-            if value.lower() not in ("true", "false", "1", "0"):
-                raise ConfigError(f"write concern: j must be true or false, not {value!r}")
-            options["j"] = value.lower() in ("true", "1")
-        elif key in ("wtimeout", "wtimeoutms"):
-            if not value.isdigit():
-                raise ConfigError(f"write concern: wtimeout must be milliseconds, not {value!r}")
-            options["wtimeout"] = int(value)
-        else:
-            raise ConfigError(f"write concern: unknown option {key!r} in {spec!r} "
-                              "(expected w=1|majority|N, j=true|false, wtimeout=MS)")
-    if not options:
-        raise ConfigError(f"write concern {spec!r} is empty (expected e.g. w=majority,j=true)")
-    return options
-
-
 def durable(collection):
     """``collection`` writing with ``j: true`` added to its write concern.
 
@@ -397,17 +370,13 @@ def write_concern_of(mongo: pymongo.MongoClient) -> dict:
 # ------------------------------------------------------------------ claims
 def claim(collection, key: str, owner: dict, now, lease_until, *, takeover: str | None = None,
           fields: dict | None = None) -> dict | None:
-    """Atomically make ``owner`` the holder of document ``key`` (created if absent).
+    """Atomically make ``owner`` the holder of document ``key`` (created if absent): when nobody
+    holds it (no lease, or one ended before ``now``), ``owner`` does, or the holder is ``takeover``
+    (an owner known to be dead).  The document as it now is, or None when another holder keeps it;
+    ``fields`` are set too.  Raw driver errors propagate (call it through :class:`Retry`).
 
-    Succeeds when nobody holds it (no lease, or one that ended before ``now``),
-    ``owner`` already does, or the holder is ``takeover`` (an owner id known to
-    be dead); returns the document as it now is, or None when another holder
-    keeps it.  ``fields`` are set too.  Raw driver errors propagate (call it
-    through :class:`Retry`).
-
-    Each attempt is one conditional update on ``_id`` (never ``$or``, never
-    findAndModify: the embedded server answers both by scanning the whole
-    collection, 30-80 ms a claim on a ledger of 2,000 files), then one read.
+    Conditional updates on ``_id`` and a read: never ``$or`` nor findAndModify, which the embedded
+    server answers by scanning the collection (30-80 ms a claim on a ledger of 2,000 files).
     """
     change = {"$set": {"owner": owner, "lease_until": lease_until, **(fields or {})}}
     attempts = [{"_id": key, "lease_until": {"$not": {"$gte": now}}}, {"_id": key, "owner.id": owner["id"]}]
@@ -457,8 +426,6 @@ _BSON_TOO_LARGE = 10334
 
 def _too_large(docs: list[dict]) -> str:
     """Which document of ``docs`` is over the BSON limit, named by its file and line when it has them."""
-    import bson
-
     size, doc = max(((len(bson.encode(d)), d) for d in docs), key=lambda pair: pair[0])
     source = doc.get("_source") if isinstance(doc.get("_source"), dict) else {}
     where = f"{source['path']}:{source['line']}: " if source.get("path") and source.get("line") else ""
@@ -468,8 +435,6 @@ def _too_large(docs: list[dict]) -> str:
 
 def _not_storable(docs: list[dict], exc: Exception) -> str:
     """Which document of ``docs`` BSON cannot encode, and why."""
-    import bson
-
     for doc in docs:
         try:
             bson.encode(doc)
@@ -495,6 +460,14 @@ def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
     return result.upserted_count, result.modified_count, result.matched_count - result.modified_count
 
 
+def compressed_bson(doc: dict) -> Binary:
+    """``doc`` as zlib-compressed BSON (a version kept aside); DatabaseError when BSON cannot hold it."""
+    try:
+        return Binary(zlib.compress(bson.encode(doc), 1))
+    except InvalidDocument as exc:
+        raise DatabaseError(_not_storable([doc], exc)) from exc
+
+
 def conditional_writes(collection, ops: list) -> tuple[int, int, int, int, int]:
     """Unordered conditional writes (replace or delete where the document is as expected, upserts
     whose condition fails on an existing ``_id``): (upserted, modified, unchanged, deleted, refused).
@@ -507,8 +480,6 @@ def conditional_writes(collection, ops: list) -> tuple[int, int, int, int, int]:
         result = collection.bulk_write(ops, ordered=False)
         refused = 0
         counts = result.bulk_api_result
-    except InvalidDocument as exc:
-        raise DatabaseError(_not_storable([getattr(op, "_doc", {}) for op in ops], exc)) from exc
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
         if any(e.get("code") != DUPLICATE_KEY for e in errors) or exc.details.get("writeConcernErrors"):

@@ -36,11 +36,10 @@ import datetime as dt
 import zlib
 
 import bson
-from bson.binary import Binary
 from pymongo import DeleteOne, InsertOne, ReplaceOne
 
 from ingest.catalog import MATERIALS, META, TASKS, VERSIONS
-from ingest.mongo import Retry, conditional_writes, insert_new
+from ingest.mongo import Retry, compressed_bson, conditional_writes, insert_new
 from ingest.sharding import key_filter
 
 __all__ = ["RECORD_COLLECTIONS", "version_order", "write_records", "write_versions", "replace_older", "drop_records",
@@ -72,7 +71,7 @@ def version_order(mtime_ns: int, sha256: str, path: str) -> str:
 def _version(coll: str, doc: dict) -> dict:
     source = doc["_source"]
     return {"_id": {"c": coll, "k": doc["_id"], "s": source["sha256"]}, "o": source["order"],
-            "z": Binary(zlib.compress(bson.encode(doc), 1))}
+            "z": compressed_bson(doc)}
 
 
 def _document(version: dict) -> dict:
