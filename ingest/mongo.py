@@ -19,8 +19,8 @@ touches pymongo's client class and its exceptions:
   errors, a restarting server, elections, timeouts) with exponential backoff
   and jitter (tenacity) within a time budget, and counts the retries;
   :func:`is_transient` says which errors those are.
-* :func:`insert_new` and :func:`replace_documents` are the two bulk writes the
-  loader needs, with duplicate keys reported rather than raised.
+* :func:`insert_new`, :func:`replace_documents` and :func:`conditional_writes` are the
+  bulk writes the loader needs, with duplicate keys reported rather than raised.
 * :func:`describe`, :func:`ensure_indexes` and :func:`ensure_hashed_indexes`
   describe and prepare a server; the collections, indexes and shard keys
   themselves are named in :mod:`ingest.catalog`, and sharding a cluster is
