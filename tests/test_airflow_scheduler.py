@@ -89,9 +89,15 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
     airflow = str(REPO / ".venv" / "bin" / "airflow")
 
     def backfill(reprocess: str) -> None:
-        proc = subprocess.run([airflow, "backfill", "create", "--dag-id", "sci_ingest_landing", "--from-date",
-                               "2026-11-01", "--to-date", "2026-11-03", "--reprocess-behavior", reprocess],
-                              env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        for _ in range(3):  # Airflow's CLI on a SQLite metadata database meets "database is locked" while the
+            # scheduler writes (a deferred transaction upgraded to a write gets no busy wait): its transaction
+            # was rolled back, so it is tried again, as a user would
+            proc = subprocess.run([airflow, "backfill", "create", "--dag-id", "sci_ingest_landing", "--from-date",
+                                   "2026-11-01", "--to-date", "2026-11-03", "--reprocess-behavior", reprocess],
+                                  env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+            if proc.returncode == 0 or "database is locked" not in proc.stderr:
+                break
+            time.sleep(2)
         assert proc.returncode == 0, proc.stderr[-2000:]
 
     def backfills_done():

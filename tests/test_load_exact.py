@@ -137,7 +137,7 @@ def assert_exact(server, db_name: str, clean: dict) -> None:
     assert db.ingest_batches.count_documents({}) == 0
 
 
-def test_four_workers_give_exactly_what_one_gives(server, corpus, clean):
+def test_four_workers_give_exactly_what_one_gives_and_reprocessing_all_changes_nothing(server, corpus, clean):
     name = f"w4_{uuid.uuid4().hex[:6]}"
     proc, report = run_load(server, name, corpus, "--workers", "4")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -145,6 +145,11 @@ def test_four_workers_give_exactly_what_one_gives(server, corpus, clean):
     assert_exact(server, name, clean)
     workers = {r["worker"] for r in server.client[name].stage_timings.find({"stage": "load", "file": {"$exists": 1}})}
     assert len(workers) >= 2, workers  # the files really were spread over worker processes
+    # --force (the backfill's reprocess=all) writes every file again: the same database
+    proc, report = run_load(server, name, corpus, "--workers", "2", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["files"]["files_loaded"] == N_FILES and report["inserted"] == 0
+    assert_exact(server, name, clean)
 
 
 def test_a_running_dask_cluster_with_threaded_workers_gives_the_same_set(server, corpus, clean):
@@ -296,17 +301,6 @@ def test_an_interrupted_reload_of_changed_files_leaves_no_old_version(server, co
     proc, _ = run_load(server, name, changed, "--workers", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_exact(server, name, expected)
-
-
-def test_reprocessing_everything_changes_nothing(server, corpus, clean):
-    """``--force`` (the backfill's reprocess=all) writes every file again: the same database."""
-    name = f"force_{uuid.uuid4().hex[:6]}"
-    proc, _ = run_load(server, name, corpus, "--workers", "2")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    proc, report = run_load(server, name, corpus, "--workers", "2", "--force")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert report["files"]["files_loaded"] == N_FILES and report["inserted"] == 0
-    assert_exact(server, name, clean)
 
 
 def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(server, corpus):

@@ -26,10 +26,16 @@ from ingest.catalog import VERSIONS
 BIN = Path(sys.executable).parent / "sci-ingest"
 
 
+#: Files over 64 KiB are not read whole, and a record file keeps at most 2,000 documents between
+#: its passes: the paths of big files, reached with small ones.
+SMALL_BYTES, KEEP_DOCUMENTS = 64 << 10, 2000
+
+
 @pytest.fixture()
 def load(mongo_uri, db, tmp_path):
     """``load(*paths, *extra)``: ``sci-ingest load --json`` into the test's database; (process, report)."""
-    env = {**os.environ, "MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(tmp_path / "home"),
+           "SCI_INGEST_SMALL_FILE_BYTES": str(SMALL_BYTES), "SCI_INGEST_KEEP_DOCUMENTS": str(KEEP_DOCUMENTS)}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
 
     def run(*args, workers: int = 1, db_name: str | None = None):
@@ -142,7 +148,8 @@ class Appender(threading.Thread):
 
 
 def test_a_big_record_file_that_changes_while_it_is_read_fails_alone(db, tmp_path, load):
-    """The issue's second scenario: a record file over the in-memory limit read twice, a bad line
+    """The issue's second scenario: a record file over the in-memory limits (read twice: here with
+    the limits lowered, as ``SCI_INGEST_SMALL_FILE_BYTES`` and ``SCI_INGEST_KEEP_DOCUMENTS`` allow), a bad line
     appended meanwhile.  It is named as changed (no traceback), the good file beside it goes in,
     and the record it shares with a file loaded before keeps that file's version."""
     folder = tmp_path / "d"
@@ -150,10 +157,9 @@ def test_a_big_record_file_that_changes_while_it_is_read_fails_alone(db, tmp_pat
     write(folder / "first.jsonl", [{"material_id": "X", "v": "first"}], mtime=1_600_000_000)
     proc, _ = load(folder / "first.jsonl")
     assert proc.returncode == 0, proc.stderr
-    pad = "p" * 400
-    big = write(folder / "big.jsonl", [{"material_id": "X", "v": "big"}] +
-                [{"material_id": f"mp-{i}", "pad": pad} for i in range(25_000)])
-    assert big.stat().st_size > 8 << 20
+    big = write(folder / "big.jsonl", [{"material_id": "X", "v": "big"}] +  # not read whole, not kept
+                [{"material_id": f"mp-{i}", "pad": "p" * 40} for i in range(2_100)])
+    assert big.stat().st_size > SMALL_BYTES
     write(folder / "good.jsonl", [{"material_id": "G"}])
     appender = Appender(big)
     appender.start()
@@ -173,13 +179,13 @@ def test_a_big_record_file_that_changes_while_it_is_read_fails_alone(db, tmp_pat
     big.write_text("".join(line for line in lines if not line.startswith("{not json")))
     proc, _ = load(folder)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert stored(db, "X")["v"] == "big" and db.materials.count_documents({}) == 25_002
+    assert stored(db, "X")["v"] == "big" and db.materials.count_documents({}) == 2_102
 
 
 @pytest.mark.parametrize("kind", ["records", "searches", "small"])
 def test_a_file_changed_during_its_writing_pass_is_rolled_back(db, mongo_uri, tmp_path, kind, monkeypatch):
-    """Deterministic: the file is appended to as its first batch is written (records: the second
-    pass; searches: the only one).  The file fails as changed and leaves nothing of itself.  A
+    """Deterministic: the file is appended to as its first batch is queued (records: in the second
+    pass; searches: in the only one).  The file fails as changed and leaves nothing of itself.  A
     small file (read whole into memory, then parsed) is loaded as the one version it read."""
     from ingest.config import SAMPLES_DIR
     from ingest.load import LoadOptions, load_paths
@@ -189,15 +195,18 @@ def test_a_file_changed_during_its_writing_pass_is_rolled_back(db, mongo_uri, tm
     folder = tmp_path / "d"
     folder.mkdir()
     if kind == "records":
-        path = write(folder / "r.jsonl", [{"material_id": f"mp-{i}", "pad": "p" * 500} for i in range(21_000)])
-    else:  # 200 queries in 1.2 MB (over the size read whole), or 4
+        monkeypatch.setattr("ingest.load.content.KEEP_CHECKED_DOCUMENTS", KEEP_DOCUMENTS)
+        path = write(folder / "r.jsonl", [{"material_id": f"mp-{i}", "pad": "p" * 40} for i in range(2_100)])
+    else:  # 12 queries in 70 KB (over the size read whole), or 4
         path = folder / "s.m10"
-        path.write_bytes((SAMPLES_DIR / "pasta" / "ssearch36_prot_multi.m10").read_bytes() * (50 if kind == "searches" else 1))
-    original, original_prepare = writer_module.write_batch, run_module.prepare
+        path.write_bytes((SAMPLES_DIR / "pasta" / "ssearch36_prot_multi.m10").read_bytes() * (3 if kind == "searches" else 1))
+    monkeypatch.setattr("ingest.load.batch.SMALL_FILE_BYTES", SMALL_BYTES)
+    assert (path.stat().st_size > SMALL_BYTES) == (kind != "small")
+    original, original_prepare = writer_module.PipelinedWriter.put, run_module.prepare
     calls = []
     before = path.read_bytes()
 
-    def write_batch(*args, **kwargs):
+    def put(*args, **kwargs):  # the loader hands its first batch to the writer (parsing goes on)
         if not calls:
             with path.open("ab") as fh:
                 fh.write(b"\n")
@@ -210,7 +219,7 @@ def test_a_file_changed_during_its_writing_pass_is_rolled_back(db, mongo_uri, tm
             fh.write(b"\n")
         return prepared
 
-    monkeypatch.setattr(writer_module, "write_batch", write_batch)
+    monkeypatch.setattr(writer_module.PipelinedWriter, "put", put)
     if kind == "small":
         monkeypatch.setattr(run_module, "prepare", prepare)
 

@@ -33,6 +33,7 @@ again (documents are idempotent).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 import uuid
 import zlib
@@ -56,8 +57,9 @@ from ingest.timing import utcnow
 __all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", "Prepared", "prepare", "commit",
            "recover_claim"]
 
-#: A file this large or smaller (on disk) is read whole into memory and may join a batch.
-SMALL_FILE_BYTES = 1 << 20
+#: A file this large or smaller (on disk) is read whole into memory and may join a batch
+#: (``SCI_INGEST_SMALL_FILE_BYTES``).
+SMALL_FILE_BYTES = int(os.environ.get("SCI_INGEST_SMALL_FILE_BYTES", str(1 << 20)))
 #: Files per batch, and documents and decompressed input bytes held in memory for one batch.
 BATCH_FILES = 500
 BATCH_DOCUMENTS = 20_000

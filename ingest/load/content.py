@@ -19,6 +19,7 @@ changes while it is loaded is named as changed, never loaded half of each versio
 
 from __future__ import annotations
 
+import os
 import time
 
 from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
@@ -35,8 +36,9 @@ RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
 #: A record file keeps its checked documents for the write while the decompressed bytes read
 #: stay within this ...
 KEEP_CHECKED_BYTES = 8 << 20
-#: ... and the documents within this (a million tiny records fit in 75 KB of gzip).
-KEEP_CHECKED_DOCUMENTS = 20_000
+#: ... and the documents within this (a million tiny records fit in 75 KB of gzip;
+#: ``SCI_INGEST_KEEP_DOCUMENTS``).
+KEEP_CHECKED_DOCUMENTS = int(os.environ.get("SCI_INGEST_KEEP_DOCUMENTS", "20000"))
 
 
 def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
