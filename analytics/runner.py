@@ -51,6 +51,7 @@ from typing import Sequence
 from analytics.cluster import dask_client, thread_count
 from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
+from ingest.query.plan import exact_indexes
 
 __all__ = ["AnalysisResult", "analyze", "run_analysis", "default_partitions",
            "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]
@@ -355,7 +356,9 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
                 db[tmp_coll].insert_many(docs, ordered=False)
             else:
                 db.create_collection(tmp_coll)
-            for keys in analysis.indexes:  # before the rename: the output never appears without them
+            # before the rename: the output never appears without them (none on a float where the
+            # server's index keys lose the order of numbers: every client's answers stay exact)
+            for keys in exact_indexes(db, target, analysis.indexes)[0]:
                 db[tmp_coll].create_index(list(keys))
             client.admin.command("renameCollection", f"{db_name}.{tmp_coll}",
                                  to=f"{db_name}.{target}", dropTarget=True)

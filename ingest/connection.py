@@ -97,8 +97,26 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
         notes.append(str(exc))
     if query_indexes:
         from ingest.catalog import QUERY_INDEXES
+        from ingest.query.plan import ensure_exact_indexes
 
-        ensure_indexes(conn.db, QUERY_INDEXES)
+        ensure_exact_indexes(conn.db, QUERY_INDEXES)
+    note = _index_note(conn)
+    if note:
+        notes.append(note)
     if not conn.info.sharding:
         notes.append(f"not sharded: {conn.info.topology} (use `sci-ingest shard` against mongos to shard)")
     return notes
+
+
+def _index_note(conn: Connection) -> str | None:
+    """On a server whose index keys lose the order of numbers: which indexes are built without
+    their float fields (the choice in force), in one line."""
+    from ingest.catalog import QUERY_INDEXES
+    from ingest.query.plan import exact_indexes, withheld_note
+
+    changed = {}
+    for coll, specs in QUERY_INDEXES.items():
+        cut = exact_indexes(conn.db, coll, specs)[1]
+        if cut:
+            changed[coll] = cut
+    return withheld_note(changed)

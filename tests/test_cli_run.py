@@ -51,6 +51,7 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert db.oxide_formation_energy.count_documents({}) > 0
     assert db.validation_runs.count_documents({"run_id": first["run_id"]}) > 0
     assert (tmp_path / "state" / "out" / "best_hits.parquet").exists()
+    assert_exact_answers(db, first)
     totals = {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
 
     proc, second = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
@@ -61,6 +62,32 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
 
     proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
     assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout
+
+
+def assert_exact_answers(db, report: dict) -> None:
+    """What any client (plain pymongo here, as mongosh sends it) gets equals a count over every
+    document, for E-value ranges down to 1e-200, on hits and on best_hits' output; on a server
+    whose index keys lose the order of numbers, the run's notes say which indexes were cut."""
+    from ingest.mongo import describe
+    from ingest.query.plan import numeric_keys_exact
+
+    for coll, path in (("hits", ("hsps", 0, "evalue")), ("query_best_hits", ("best_evalue",))):
+        values = []
+        for doc in db[coll].find({}, {path[0]: 1}):
+            value = doc.get(path[0])
+            if len(path) == 3:
+                value = (value or [{}])[0].get(path[2]) if isinstance(value, list) and value else None
+            values.append(value)
+        for t in (1e-5, 1e-10, 1e-50, 1e-100, 1e-150, 1e-200):
+            wanted = sum(1 for v in values if isinstance(v, float) and v < t)
+            assert db[coll].count_documents({".".join(map(str, path)): {"$lt": t}}) == wanted, (coll, t)
+        assert any(v is not None and v < 1e-128 for v in values), coll  # the samples reach past 1e-128
+    info = describe(db.client)
+    if not numeric_keys_exact(db, info):
+        keys = [k for coll in ("hits", "query_best_hits") for ix in db[coll].index_information().values()
+                for k, _ in ix["key"]]
+        assert "hsps.0.evalue" not in keys and "best_evalue" not in keys, keys
+        assert any("lose the order of numbers beyond 1e±128" in n for n in report["notes"]), report["notes"]
 
 
 def test_run_with_bad_input_exits_2_and_names_the_file(mongo_uri, dbname, tmp_path):

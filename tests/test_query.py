@@ -41,12 +41,12 @@ def samples(mongo_uri, mongo_client):
     """The bundled -m 10 samples and materials loaded into a database of this module."""
     from ingest.catalog import QUERY_INDEXES
     from ingest.load import LoadOptions, load_paths
-    from ingest.mongo import ensure_indexes
+    from ingest.query.plan import ensure_exact_indexes
 
     name = f"t_query_{uuid.uuid4().hex[:8]}"
     paths = [str(REPO / "samples" / "pasta"), str(REPO / "samples" / "materials" / "materials.jsonl.gz")]
     load_paths(mongo_uri, name, paths, "test-run", LoadOptions(workers=1, progress=False), server_kind="test")
-    ensure_indexes(mongo_client[name], QUERY_INDEXES)  # what `sci-ingest run` builds after its load
+    ensure_exact_indexes(mongo_client[name], QUERY_INDEXES)  # what `sci-ingest run` builds after its load
     yield mongo_client[name]
     mongo_client.drop_database(name)
 

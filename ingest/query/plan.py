@@ -39,7 +39,7 @@ from typing import Any
 from ingest.mongo import db_errors
 
 __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "explain", "read_plan", "scan_warning",
-           "numeric_keys_exact",
+           "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note",
            "numeric_paths", "unsafe_index", "paths_and_ops"]
 
 SCAN_WARN_DOCUMENTS = int(os.environ.get("SCI_INGEST_SCAN_WARN", "100000"))
@@ -242,6 +242,94 @@ def unsafe_index(coll, filter_: dict, sort, paths: list[str]) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ indexes that answer exactly
+_DESCRIBED: dict[int, object] = {}
+
+
+def _server(db):
+    """The server behind ``db`` (described once per client)."""
+    from ingest.mongo import describe
+
+    key = id(db.client)
+    if key not in _DESCRIBED:
+        _DESCRIBED[key] = describe(db.client)
+    return _DESCRIBED[key]
+
+
+def _float_paths(collection: str) -> set[str]:
+    """The document paths of ``collection`` declared to hold floats (curated fields, output columns)."""
+    from ingest.curated import UnknownCollection, get
+
+    try:
+        return {f.path for f in get(collection).fields if f.kind == "float64"}
+    except UnknownCollection:
+        return set()
+
+
+def exact_indexes(db, collection: str, indexes) -> tuple[list[tuple], list[tuple]]:
+    """The indexes of ``collection`` to build so that every answer equals a collection scan's.
+
+    Where the server's index keys keep the order of every number (MongoDB), each index as
+    declared.  Where they lose it (:func:`numeric_keys_exact`: SecantusDB, probed), each is cut
+    before its first field that can hold a float (``(query_id, hsps.0.evalue)`` becomes
+    ``(query_id)``), kept when a prefix is left that no other index already is, and left out
+    otherwise: a range over such a field is then a collection scan, slower but right, for every
+    client (mongosh, pymongo, DuckDB), not only ``sci-ingest query``.  Returns (to build,
+    [(declared, built instead or None)] for every index cut or left out).
+    """
+    declared = [tuple(tuple(k) for k in keys) for keys in indexes]
+    if numeric_keys_exact(db, _server(db)):
+        return declared, []
+    floats = _float_paths(collection)
+    build: list[tuple] = []
+    changed: list[tuple] = []
+    for keys in declared:
+        cut = keys
+        for i, (path, _direction) in enumerate(keys):
+            if path in floats:
+                cut = keys[:i]
+                break
+        if cut == keys:
+            build.append(keys)
+            continue
+        instead = cut if cut and cut not in declared and cut not in build else None
+        if instead:
+            build.append(instead)
+        changed.append((keys, instead))
+    return build, changed
+
+
+def ensure_exact_indexes(db, indexes: dict[str, list]) -> dict:
+    """Create ``indexes`` ({collection: [keys]}) as :func:`exact_indexes` has them, and drop the
+    declared ones it cuts or leaves out where a database made before has them.  Returns
+    {"created": n, "dropped": n, "changed": {collection: [(declared, instead)]}}."""
+    from ingest.mongo import drop_indexes, ensure_indexes
+
+    plan, changed = {}, {}
+    for coll, keys in indexes.items():
+        plan[coll], cut = exact_indexes(db, coll, keys)
+        if cut:
+            changed[coll] = cut
+    dropped = drop_indexes(db, {c: [list(k) for k, _ in cut] for c, cut in changed.items()}) if changed else 0
+    created = ensure_indexes(db, {c: [list(k) for k in ks] for c, ks in plan.items()})
+    return {"created": created, "dropped": dropped, "changed": changed}
+
+
+def withheld_note(changed: dict) -> str | None:
+    """One line saying which indexes are cut or left out, and why (None when none are)."""
+    if not changed:
+        return None
+    parts = []
+    for coll, cut in changed.items():
+        for keys, instead in cut:
+            declared = "+".join(p for p, _ in keys)
+            parts.append(f"{coll}({declared})" + (f" as {coll}({'+'.join(p for p, _ in instead)})" if instead
+                                                  else " left out"))
+    return ("the server's index keys lose the order of numbers beyond 1e±128 (probed): indexes on float "
+            "fields are built without those fields, so every client's answers equal a collection scan's "
+            f"(a range over them scans): {', '.join(parts)}")
+
+
 # ------------------------------------------------------------------ building the curated indexes
 def present_indexes(db) -> dict[str, set[tuple]]:
     """The key patterns of the indexes each existing collection has."""
@@ -268,7 +356,17 @@ def build_indexes(db, only: list[str] | None = None, dry_run: bool = False) -> l
             rows.append({"collection": name, "index": "-", "outcome": "skipped: the output was never published"})
             continue
         existing = have.get(name, set())
-        for keys in curated.indexes:
+        build, changed = exact_indexes(db, name, curated.indexes)
+        for keys, instead in changed:
+            row = {"collection": name, "index": index_name(keys), "keys": [list(k) for k in keys],
+                   "outcome": "withheld: this server's index keys lose the order of numbers beyond 1e±128"
+                              + (f"; {index_name(instead)} instead" if instead else "")}
+            if tuple(keys) in existing and not dry_run:
+                with db_errors(f"dropping index {index_name(keys)} on {name}"):
+                    db[name].drop_index(list(keys))
+                row["outcome"] += "; the existing one dropped"
+            rows.append(row)
+        for keys in build:
             row = {"collection": name, "index": index_name(keys), "keys": [list(k) for k in keys]}
             if tuple(keys) in existing:
                 row["outcome"] = "present"
