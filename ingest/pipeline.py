@@ -75,6 +75,8 @@ class RunReport:
             "updated": load.get("updated", 0),
             "skipped": load.get("skipped", 0),
             "failed": load.get("failed", []),
+            "warnings": [{"path": f["path"], "total": f.get("warnings_total", len(f["warnings"])),
+                          "first": f["warnings"]} for f in load.get("files", []) if f.get("warnings")],
             "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed",
                                                   "files_not_reached")},
             "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")

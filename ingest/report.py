@@ -105,6 +105,10 @@ def render_run(report) -> str:
             f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
             f"{data['skipped']:,} skipped (already loaded)"
         )
+        warned = data.get("warnings") or []
+        if warned:
+            add(f"warnings: {sum(w['total'] for w in warned):,} in {len(warned)} file(s) (the first of each named on "
+                "stderr; all in --json and the ledger)")
         load = data["load"]
         concern = ", ".join(f"{k}={v}" for k, v in (load.get("write_concern") or {}).items()) or "server default"
         add(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "

@@ -237,13 +237,14 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
             "_id": o.path, "path": o.path, "status": "loaded", "sha256": o.sha256, "size": p.version.size,
             "mtime": p.version.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
             "updated": o.updated, "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
-            "run_id": ctx.run_id, "finished": finished,
+            "warnings_total": o.warnings_total, "run_id": ctx.run_id, "finished": finished,
             "seconds": {"parse": round(o.parse_seconds, 6), "load": round(share, 6),
                         "total": round(o.parse_seconds + share, 6)}})
     for p in failed:
         o = p.outcome
         entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason, backslash=False),
-                        "errors": o.errors, "warnings": o.warnings, "failed_sha256": o.sha256, "run_id": ctx.run_id,
+                        "errors": o.errors, "warnings": o.warnings, "warnings_total": o.warnings_total,
+                        "failed_sha256": o.sha256, "run_id": ctx.run_id,
                         "finished": finished})
     # journaled: acknowledged, the entries outlive a crash of the server (a lost one would leave
     # its file's documents to be dropped with its claim, after the load had reported it loaded)

@@ -102,11 +102,7 @@ def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send,
     n_queries = n_hits = 0
     parse_s = 0.0
 
-    def warn(message: str) -> None:
-        if len(outcome.warnings) < MAX_ERRORS_KEPT:
-            outcome.warnings.append(message)
-
-    stream = parse(handle, source, warn=warn)
+    stream = parse(handle, source, warn=lambda message: outcome.warn(message, MAX_ERRORS_KEPT))
     while True:
         t0 = time.perf_counter()
         query = next(stream, None)
@@ -146,6 +142,8 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
     order = version.order
     for item in read_records(handle, version.key):
         if not isinstance(item, ParseError):
+            for message in item.warnings:  # numbers that are not finite (the value policy)
+                outcome.warn(f"{version.key}:{item.line}: {message}", MAX_ERRORS_KEPT)
             try:  # build its document: pass 2 must not meet a bad one
                 doc = record_document(item, sha256=version.sha256, path=outcome.path)
             except ParseError as exc:

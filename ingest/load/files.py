@@ -218,7 +218,7 @@ def _write_again(ctx: FileContext, flight: InFlight) -> None:
     o.inserted = o.updated = o.existing = 0  # counted again: all of them are this load's (see below)
     ctx.claims.claim_path(o.path)  # the restarted server may have lost the claim too
     ctx.claims.claim(CLAIMS, o.sha256)
-    o.records, o.warnings, o.errors = {}, [], []
+    o.records, o.warnings, o.errors, o.warnings_total = {}, [], [], 0
     _queue_documents(ctx, flight)
 
 
@@ -234,7 +234,8 @@ def _loaded_fields(ctx: FileContext, flight: InFlight) -> dict:
     return {
         "status": "loaded", "sha256": o.sha256, "size": flight.version.size, "mtime": flight.version.mtime,
         "format": o.format, "records": o.records, "inserted": o.inserted, "updated": o.updated,
-        "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings, "run_id": ctx.run_id,
+        "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
+        "warnings_total": o.warnings_total, "run_id": ctx.run_id,
         "finished": utcnow(), "seconds": {"parse": round(o.parse_seconds, 6), "load": round(o.load_seconds, 6),
                                           "total": round(o.parse_seconds + o.load_seconds, 6)}}
 
@@ -336,7 +337,8 @@ def _finish(ctx: FileContext, key: str, set_fields: dict, drop: list[str] = (),
 def _fail(ctx: FileContext, outcome: FileOutcome, reason: str, drop: list[str] = ()) -> FileOutcome:
     _failed(outcome, reason)
     _finish(ctx, outcome.path, {
-        "status": "failed", "error": printable(reason, backslash=False), "errors": outcome.errors, "warnings": outcome.warnings,
+        "status": "failed", "error": printable(reason, backslash=False), "errors": outcome.errors,
+        "warnings": outcome.warnings, "warnings_total": outcome.warnings_total,
         "failed_sha256": outcome.sha256, "run_id": ctx.run_id, "finished": utcnow()},
         drop=drop, unset=("pending",))
     return outcome

@@ -41,9 +41,16 @@ class FileOutcome:
     load_seconds: float = 0.0
     worker: str | None = None  # host:pid of the process that handled it
     retries: int = 0  # transient database errors retried while loading it
+    warnings_total: int = 0  # every warning, of which ``warnings`` keeps the first ones
     #: The path as messages show it, when ``path`` is not the real path (a name that is not UTF-8,
     #: kept as :func:`ingest.fileio.display_path` shows it); None: ``printable(path)``.  Not in as_dict.
     shown_path: str | None = field(default=None, repr=False, compare=False)
+
+    def warn(self, message: str, keep: int = 50) -> None:
+        """Count a warning (``path:line: what``); keep the first ``keep`` of them."""
+        self.warnings_total += 1
+        if len(self.warnings) < keep:
+            self.warnings.append(message)
 
     @property
     def documents(self) -> int:

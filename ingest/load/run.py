@@ -321,12 +321,27 @@ def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], da
                 summary.files.append(outcome)
                 if outcome.status == "failed":
                     log(f"failed: {outcome.line}")
+                _log_warnings(outcome, log)
             if bar is not None:
                 bar.update(len(result))
     finally:
         _PENDING.clear()
         if bar is not None:
             bar.close()
+
+
+#: Warnings of one file printed on stderr; the rest are counted there, and kept in the ledger
+#: (the first 50) and in ``--json``.
+WARNINGS_SHOWN = 3
+
+
+def _log_warnings(outcome: FileOutcome, log) -> None:
+    for message in outcome.warnings[:WARNINGS_SHOWN]:
+        log(f"warning: {message}")
+    more = outcome.warnings_total - min(len(outcome.warnings), WARNINGS_SHOWN)
+    if more > 0:
+        log(f"warning: {outcome.shown}: {more} more warning(s) (the first {len(outcome.warnings)} in the ledger "
+            "entry and in --json)")
 
 
 def _progress(total: int, enabled: bool):

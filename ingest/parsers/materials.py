@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import zlib
@@ -69,7 +70,7 @@ from typing import Any, BinaryIO, Iterator
 
 from ingest.errors import InputError, ParseError
 
-__all__ = ["Record", "classify", "read_records"]
+__all__ = ["Record", "classify", "read_records", "non_finite"]
 
 CHUNK = 1 << 16
 SNIFF_LINES = 5
@@ -91,6 +92,10 @@ class Record:
     key: str  # natural key, unique within ``kind`` (see the module docstring)
     raw: dict  # the JSON object as read, untouched
     start_line: int | None = None  # physical line it starts on, where ``line`` is a record number
+    #: What was read but not as written: a number that is not finite (``NaN``, ``Infinity``) or that
+    #: overflows a double (``1e400``), by field path; stored as the double it became (see
+    #: :func:`non_finite`).
+    warnings: tuple[str, ...] = ()
 
     def error(self, reason: str, source: str) -> ParseError:
         """A ParseError about this record, named like the parser names its own bad records."""
@@ -185,12 +190,54 @@ def classify(raw: dict) -> tuple[str, str, str]:
 
 
 # --------------------------------------------------------------------------- reading
-def _record(raw: Any, number: int, source: str, start_line: int | None = None) -> Record | ParseError:
+#: Text that may have become a number that is not finite: the literals Python's json reads
+#: (NaN, Infinity, -Infinity) and exponents of three digits or more (1e400 overflows to inf).
+_NON_FINITE_TEXT = re.compile(r"NaN|Infinity|[eE][+-]?0*[1-9]\d{2}")
+_MAX_WARNINGS_A_RECORD = 5
+
+
+def non_finite(text: str, value: Any) -> tuple[str, ...]:
+    """Where a record holds a number that is not finite, as ``path: what`` lines.
+
+    The policy (README, "Values checked at the door"): such a number is stored as the BSON
+    double it became (NaN, Infinity, -Infinity: JSON has none, but Python's reader and
+    MongoDB's extended JSON do) and named in a warning; numbers over a double's range
+    (``1e400``) become infinities and are named as overflowing.  Only records whose text holds
+    such a literal or a three-digit exponent are walked.
+    """
+    if not _NON_FINITE_TEXT.search(text):
+        return ()
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if len(found) > _MAX_WARNINGS_A_RECORD:
+            return
+        if isinstance(node, float):
+            if node != node:
+                found.append(f"{path}: NaN is not a number (stored as NaN)")
+            elif node in (math.inf, -math.inf):
+                found.append(f"{path}: {'-' if node < 0 else ''}Infinity, or a number beyond a double's range "
+                             "(stored as an infinity)")
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}.{i}")
+
+    walk(value, "")
+    if len(found) > _MAX_WARNINGS_A_RECORD:
+        found[_MAX_WARNINGS_A_RECORD:] = ["and more numbers that are not finite"]
+    return tuple(found)
+
+
+def _record(raw: Any, number: int, source: str, start_line: int | None = None, text: str = "") -> Record | ParseError:
     try:
         kind, doc_type, key = classify(raw)
     except ParseError as exc:
         return _error(exc.reason, source, number, start_line)
-    return Record(line=number, kind=kind, doc_type=doc_type, key=key, raw=raw, start_line=start_line)
+    return Record(line=number, kind=kind, doc_type=doc_type, key=key, raw=raw, start_line=start_line,
+                  warnings=non_finite(text, raw))
 
 
 def _loads(text: str) -> Any:
@@ -272,7 +319,7 @@ def _read_lines(stream: BinaryIO, source: str, first_line: int = 1) -> Iterator[
         except ParseError as exc:
             yield ParseError(exc.reason, source=source, line=number)
             continue
-        yield _record(value, number, source)
+        yield _record(value, number, source, text=text)
 
 
 def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tuple[int, int, str] | ParseError]:
@@ -499,4 +546,4 @@ def _read_scanned(stream: BinaryIO, source: str, *, array: bool) -> Iterator[Rec
         except ParseError as exc:
             yield _error(exc.reason, source, number, line)
             continue
-        yield _record(value, number, source, line)
+        yield _record(value, number, source, line, text=element)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp
 from ingest.parsers.pasta.common import (
-    _FLOAT, _INT, _HitContext, _decode, _end_col, _not_residues, _orient, _typed,
+    _FLOAT, _INT, _HitContext, _decode, _end_col, _not_residues, _orient, _typed, impossible,
 )
 
 # suffix of an alignment score line (after the "xx_" prefix) -> (Hsp attribute, type)
@@ -251,7 +251,11 @@ def _hsp_scores(block: bytes, pos: int, qh: int, hsp: Hsp, err) -> None:
             pattern = _INT if typ is int else _FLOAT
             if not pattern.fullmatch(val):
                 raise err(f"'{line[:60].decode('latin-1')}' is not a number", p)
-            setattr(hsp, attr, typ(val))
+            value = typ(val)
+            why = impossible(attr, value)
+            if why:
+                raise err(f"{key.decode('latin-1')} {val.strip().decode('latin-1')} {why}", p)
+            setattr(hsp, attr, value)
         elif suffix == b"frame":
             hsp.frame = val.strip().decode("latin-1")
         else:

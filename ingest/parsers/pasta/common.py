@@ -36,6 +36,24 @@ def _number(value: bytes, typ):
     return typ(value)
 
 
+def impossible(field: str, value) -> str | None:
+    """Why ``value`` cannot be the ``field`` of an alignment, or None.
+
+    Only what FASTA cannot print is refused: identity and similarity are fractions
+    (``xx_ident`` / ``xx_sim``, printed ``%5.3f`` of a count over the overlap, 0..1), and an
+    E-value is an expected count (never negative, never NaN; FASTA prints ``inf`` for none).
+    Scores, bit scores and z-scores may be negative (global alignments, ``-E`` loose enough to
+    show a hit below chance) and are not checked.
+    """
+    if field in ("identity", "similarity"):
+        if not 0.0 <= value <= 1.0:
+            return "is not a fraction between 0 and 1"
+    elif field in ("evalue", "evalue2"):
+        if not value >= 0.0:  # NaN too
+            return "is not an E-value (negative or not a number)"
+    return None
+
+
 def _typed(value: str):
     """int/float if ``value`` is a plain number, else the stripped string."""
     if _INT_S.fullmatch(value):

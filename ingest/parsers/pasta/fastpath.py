@@ -358,6 +358,11 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             frame = None if frame is None else frames.get(frame) or frame.strip().decode("ascii")
         except (ValueError, UnicodeDecodeError):
             break
+        # values FASTA cannot print (a fraction beyond 0..1, a negative or NaN E-value): the
+        # checking path names the line (common.impossible); NaN fails every comparison
+        if (ident is not None and not 0.0 <= ident <= 1.0) or (sim is not None and not 0.0 <= sim <= 1.0) \
+                or (ev is not None and not ev >= 0.0):
+            break
         if dicts:
             # Hsp.to_dict() built directly (see _dict_builder); consensus and extra,
             # the last fields, only when present

@@ -86,6 +86,10 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
         line = r.readline()
         if line is None:
             break
+        if r.line_no == 1 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark (an editor's)
+            line = line[3:]
+            if warn is not None:
+                warn(f"{source}:1: a UTF-8 byte order mark before the first line was skipped")
         if first_content is None and line.strip():
             first_content = line
         m = _QSTART.match(line)
@@ -255,6 +259,12 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple
                 raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
             if q.library is None:
                 q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
+            said = int(sm.group(2))
+            # fastf/fasts/fastm count the commas between a query's peptides on this line
+            expected = q.query_length + (q.query_fragments - 1 if q.query_fragments else 0)
+            if said != expected and warn is not None:  # the query line's length is the one kept
+                warn(f"{source}:{r.line_no}: the query summary says {said} {sm.group(3).decode()} but the "
+                     f"query line says {q.query_length}; the query line's length is kept")
             return table, False
         if _QSTART.match(line):
             raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
-from ingest.parsers.pasta.common import _INT, _decode, _number, _orient
+from ingest.parsers.pasta.common import _INT, _decode, _number, _orient, impossible
 
 # identity, similarity and alignment length: -m 9 columns (after the tab), and with
 # -m 9i / 9I plain columns of the best-scores table
@@ -198,9 +198,13 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
                 continue
             attr, typ = spec
         try:
-            setattr(hsp, attr, _number(val, typ))
+            value = _number(val, typ)
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
+        why = impossible(attr, value)
+        if why:
+            raise bad(f"column {col} {val.strip().decode('latin-1')} {why}")
+        setattr(hsp, attr, value)
     hsp.score = hsp.opt_score
     if nine is not None:
         _parse_row9(nine, cols9, hsp, qtype == "dna", ltype == "dna", bad)
@@ -254,6 +258,9 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
             v = _number(val, typ)
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
+        why = impossible(name, v)
+        if why:
+            raise bad(f"column {col} {val.strip().decode('latin-1')} {why}")
         if name in ("identity", "similarity", "overlap"):
             setattr(hsp, name, v)
         else:
