@@ -68,7 +68,7 @@ def test_impossible_alignment_values_fail_the_file_naming_line_field_and_value(l
     assert db.searches.count_documents({}) == db.searches.count_documents({"source.path": str(bits)})
 
 
-def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db, tmp_path):
+def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db, tmp_path, mongo_uri):
     path = tmp_path / "odd.jsonl"
     path.write_text('{"material_id": "a", "band_gap": NaN}\n'
                     '{"material_id": "b", "band_gap": 1e400}\n'
@@ -91,6 +91,16 @@ def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db,
         "a number (stored as NaN)"
     ledger = db.ingest_files.find_one({"_id": str(path)})
     assert ledger["warnings_total"] == 9 and len(ledger["warnings"]) == 9
+    # and the validation suites catch them where a field has a range: NaN as not a number, the
+    # infinities by the range
+    env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([str(BIN), "validate", "--json", "-q", "--mongo-uri", mongo_uri, "--db", db.name],
+                          env=env, capture_output=True, text=True, timeout=300)
+    suites = {s["suite"]: s for s in json.loads(proc.stdout)["validation"]["suites"]}
+    failed = {(f["expectation"], f["column"]): f for f in suites["materials"]["failures"]}
+    assert failed[("expect_column_values_to_be_null", "band_gap:non_numeric")]["sample"] == ["nan"]
+    assert failed[("expect_column_values_to_be_between", "band_gap")]["unexpected_count"] == 1  # inf > 20
+    assert failed[("expect_column_values_to_be_between", "energy_above_hull")]["unexpected_count"] == 1  # -inf < 0
 
 
 def test_a_byte_order_mark_is_skipped_and_warnings_of_the_parser_surface(load, db, tmp_path):

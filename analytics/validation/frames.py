@@ -85,11 +85,17 @@ def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None
         rows.append(row)
     frame = pd.DataFrame.from_records(rows, columns=list(spec.fields)) if rows else pd.DataFrame(
         {c: pd.Series([], dtype=object) for c in spec.fields})
+    fields = list(spec.fields)
     for col in spec.numeric:
         converted, offending = [], []
-        for value in frame[col].tolist():
+        at = fields.index(col)
+        # the rows, not the frame: pandas would read a stored NaN and a missing value alike
+        for value in (row[at] for row in rows):
             kind = type(value)
-            if kind is float or kind is int:
+            if kind is float and value != value:  # NaN stored (the loader warned): not a number
+                converted.append(value)
+                offending.append("nan")
+            elif kind is float or kind is int:
                 converted.append(float(value))
                 offending.append(None)
             else:
