@@ -150,6 +150,7 @@ def cmd_timings(args) -> int:
     from ingest.connection import database
     from ingest.mongo import db_errors
     from ingest.report import dumps, table, timing_table, worker_table
+    from ingest.timing import level_filter
 
     with database(_settings(args)) as conn, db_errors("reading the timings"):
         coll = conn.db[TIMINGS]
@@ -166,14 +167,16 @@ def cmd_timings(args) -> int:
         if run_id is None:
             stderr_line(f"error: {why}")
             return 1
-        query = {"run_id": run_id}
+        level = "worker" if args.workers else "file" if args.files else "run"
+        query = {"run_id": run_id, **level_filter(level)}
         if args.workers:
-            query.update(stage="load", file={"$exists": True})
-        elif not args.files:
-            query["file"] = {"$exists": False}
+            query["stage"] = "load"
         rows = list(coll.find(query, {"_id": 0}).sort("started", 1))
+        if args.workers and not rows:  # a run recorded before worker rows: summed from its file rows
+            rows = worker_rows(list(coll.find({"run_id": run_id, "stage": "load", **level_filter("file")},
+                                              {"_id": 0})))
     if args.workers:
-        rows = worker_rows(rows)
+        rows = [{**r, "files": r.get("files", (r.get("detail") or {}).get("files"))} for r in rows]
     if args.json:
         print(dumps({"run_id": run_id, "workers" if args.workers else "stages": rows}))
     else:
@@ -191,7 +194,7 @@ def _chosen_run(coll, args) -> tuple[str | None, str]:
     if args.last:
         last = coll.find_one({}, {"run_id": 1}, sort=[("started", -1)])
         return (last["run_id"], "the most recent run") if last else (None, "no runs recorded yet")
-    worked = coll.find_one({"file": {"$exists": False}, "stage": {"$ne": "cluster"},
+    worked = coll.find_one({"file": {"$exists": False}, "worker": {"$exists": False}, "stage": {"$ne": "cluster"},
                             "$or": [{"records_in": {"$gt": 0}}, {"records_out": {"$gt": 0}}]},
                            {"run_id": 1}, sort=[("started", -1)])
     if worked:
@@ -205,7 +208,7 @@ def run_rows(coll, limit: int = 50) -> list[dict]:
     from ingest.report import iso_utc
 
     pipeline = [
-        {"$match": {"file": {"$exists": False}}},
+        {"$match": {"file": {"$exists": False}, "worker": {"$exists": False}}},
         {"$group": {"_id": "$run_id", "started": {"$min": "$started"}, "stages": {"$push": "$stage"},
                     "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}},
                     "statuses": {"$addToSet": "$status"}}},

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import time
 import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from ingest.config import SAMPLES_DIR, Settings
 from ingest.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import ConfigError, InputError, SciIngestError, ValidationFailed
 from ingest.mongo import ServerInfo, process_alive, redact
-from ingest.timing import StageRecord, Timings
+from ingest.timing import StageRecord, Timings, utcnow
 
 STEPS = ("load", "analyze", "validate")
 EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -70,7 +69,7 @@ class RunReport:
                        EXIT_INTERRUPTED: "interrupted"}[self.exit_code],
             "exit_code": self.exit_code,
             "server": {**self.server.as_dict(), "uri": redact(self.uri)},
-            "stages": [r.as_json() for r in self.stages if r.file is None],
+            "stages": [r.as_json() for r in self.stages if r.scope == "run"],
             "inserted": load.get("inserted", 0),
             "updated": load.get("updated", 0),
             "skipped": load.get("skipped", 0),
@@ -172,11 +171,11 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
         plan["bulk"] = not options.keep_indexes and indexes.is_bulk(conn.db, todo, _retry(options))
         plan["changed"] = indexes.before_load(conn.db, plan["bulk"])
 
-    started = time.perf_counter()
+    started = utcnow()
     summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(), timings.run_id,
                          options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan,
                          server_pid=conn.server_pid, lineage=timings.lineage)
-    _load_rows(timings, summary, time.perf_counter() - started)
+    _load_rows(timings, summary, started, utcnow())
     if not options.dry_run and not summary.interrupted:
         with timings.stage("index") as rec:
             built = indexes.after_load(conn.db)
@@ -191,27 +190,52 @@ def _retry(options):
     return Retry(options.retry_s)
 
 
-def _load_rows(timings: Timings, summary, wall: float) -> None:
+def _load_rows(timings: Timings, summary, started, ended) -> None:
+    """The load's rows: per run ``parse`` (from the first file's reading to the last one's
+    documents built; busy: the parsing time summed over the workers) and ``load`` (the whole
+    load, discovery to report; busy: the writing time summed), then the same per worker."""
     files = [f for f in summary.files if f.status != "skipped"]
-    documents = sum(f.documents for f in files)
     detail = {"files": len(summary.files), "loaded": summary.count("loaded"),
               "skipped": summary.count("skipped"), "failed": summary.count("failed"),
               "documents_skipped": summary.skipped_documents, "retries": summary.total_retries,
               "write_concern": summary.write_concern or "server default", "dry_run": summary.dry_run}
-    rows = {
-        "parse": (len(files), documents, sum(f.parse_seconds for f in files)),
-        "load": (documents, summary.inserted + summary.updated, wall),
-    }
-    for stage, (n_in, n_out, seconds) in rows.items():
+    status = ("interrupted" if summary.interrupted else "partial") if summary.failed or summary.interrupted else "ok"
+    for rec in _share_rows(timings, files, None, started, ended, summary.workers):
+        rec.detail, rec.status = detail, status
+        timings.add(rec)
+    by_worker: dict[str, list] = {}
+    for f in files:
+        by_worker.setdefault(f.worker or "-", []).append(f)
+    for worker, mine in sorted(by_worker.items()):
+        for rec in _share_rows(timings, mine, worker, None, None, 1):
+            rec.detail = {"files": len(mine)}
+            timings.add(rec)
+
+
+def _share_rows(timings: Timings, files: list, worker: str | None, started, ended, workers: int) -> list:
+    """``parse`` and ``load`` rows of ``files`` (a run's when ``worker`` is None, else that worker's):
+    wall-clock spans from the files' own clocks where none is given, busy time summed."""
+    from ingest.timing import from_epoch
+
+    documents = sum(f.documents for f in files)
+    first = from_epoch(min(f.started for f in files)) if files else started
+    last_parsed = from_epoch(max(f.parsed for f in files)) if files else first
+    last = from_epoch(max(f.ended for f in files)) if files else first
+    rows = []
+    for stage, n_in, n_out, begin, end, busy in (
+            ("parse", len(files), documents, first, last_parsed, sum(f.parse_seconds for f in files)),
+            ("load", documents, sum(f.inserted + f.updated for f in files), started or first, ended or last,
+             sum(f.load_seconds for f in files))):
         rec = timings.new(stage)
+        rec.worker, rec.scope = worker, "worker" if worker else "run"
+        rec.started = begin or utcnow()
         rec.records_in, rec.records_out = n_in, n_out
         rec.bytes = sum(f.size for f in files)
-        rec.workers = summary.workers
-        rec.detail = detail
-        if summary.failed or summary.interrupted:
-            rec.status = "interrupted" if summary.interrupted else "partial"
-        rec.finish(seconds)
-        timings.add(rec)
+        rec.workers = workers
+        rec.busy_seconds = busy
+        rec.finish(end or rec.started)
+        rows.append(rec)
+    return rows
 
 
 def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
@@ -331,8 +355,9 @@ def _log_stage_table(timings: Timings) -> None:
     """The task log ends with the stage table of what the task did."""
     from ingest.report import timing_table
 
-    if timings.records:
-        log_to_stderr("stage timings of this task:\n" + timing_table(r.as_json() for r in timings.records))
+    rows = [r.as_json() for r in timings.records if r.scope == "run"]  # the rows `sci-ingest timings` shows
+    if rows:
+        log_to_stderr("stage timings of this task:\n" + timing_table(rows))
 
 
 def task_load(run_id: str, paths: list[str] | None = None, mongo_uri: str | None = None,

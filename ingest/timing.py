@@ -10,6 +10,14 @@ records_per_s, mb_per_s, peak_rss_mb, server kind, status ("ok" | "partial" |
 written by an Airflow task, ``airflow``: {dag_id, run_id, task_id, try_number, map_index}.  ``peak_rss_mb`` is the peak resident set size of the
 sci-ingest process so far (``getrusage``).
 
+Every row has the wall-clock ``started`` and ``ended`` of the work it describes, and
+``seconds = ended - started``; work done in parallel (the files parsed on several workers)
+keeps its summed busy time in ``busy_seconds``.  ``scope`` says the level of a row:
+``run`` (a stage of the run), ``worker`` (one worker's share of the load) or ``file`` (one
+file's parse or load), so that one filter selects each level; :func:`level_filter` also
+reads rows written before ``scope`` existed.  ``docs/timings.md`` is the schema (field,
+type, meaning, unit).
+
 Rows have deterministic ids, ``<run_id>:<stage>[:<worker>][:<file>]``, and are
 written by replacing, so a retried task (Airflow retries with the same run id)
 replaces its rows instead of adding a second set.
@@ -19,12 +27,28 @@ from __future__ import annotations
 
 import datetime as dt
 import resource
-import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from ingest.mongo import db_errors
+
+
+SCOPES = ("run", "worker", "file")
+
+
+def level_filter(scope: str) -> dict:
+    """The filter of one level of rows; rows written before ``scope`` existed are read too (a run's
+    rows had neither ``file`` nor ``worker``, a file's had ``file``)."""
+    if scope == "run":
+        return {"file": {"$exists": False}, "worker": {"$exists": False}}
+    if scope == "file":
+        return {"file": {"$exists": True}}
+    return {"scope": scope}
+
+
+def from_epoch(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
 def peak_rss_mb() -> float:
@@ -56,12 +80,17 @@ class StageRecord:
     error: str | None = None
     detail: dict = field(default_factory=dict)
     airflow: dict | None = None  # the Airflow task that wrote the row (dag_id, run_id, task_id, try_number)
+    scope: str = "run"  # run | worker | file
+    busy_seconds: float | None = None  # parallel work: the time summed over who did it
 
-    def finish(self, seconds: float | None = None) -> None:
-        self.ended = utcnow()
-        if seconds is None:
-            seconds = (self.ended - self.started).total_seconds()
-        self.seconds = round(seconds, 6)
+    def finish(self, ended: dt.datetime | None = None) -> None:
+        """End the row (now, or at ``ended``): ``seconds`` is ``ended - started``, the wall clock."""
+        self.ended = ended or utcnow()
+        if self.ended < self.started:
+            self.ended = self.started
+        self.seconds = round((self.ended - self.started).total_seconds(), 6)
+        if self.busy_seconds is not None:
+            self.busy_seconds = round(self.busy_seconds, 6)
         base = max(self.records_in or 0, self.records_out or 0)
         self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
         self.mb_per_s = round(self.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 and self.bytes else None
@@ -116,14 +145,13 @@ class Timings:
     def stage(self, stage: str, file: str | None = None) -> Iterator[StageRecord]:
         """Time a block; on an exception the row is kept with status "failed" and the error."""
         record = self.new(stage, file)
-        start = time.perf_counter()
         try:
             yield record
         except BaseException as exc:
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
-            record.finish(time.perf_counter() - start)
+            record.finish()
             self.add(record)
             raise
-        record.finish(time.perf_counter() - start)
+        record.finish()
         self.add(record)

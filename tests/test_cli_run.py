@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -31,8 +32,11 @@ def dbname(mongo_client):
 
 def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     env = {"SCI_INGEST_HOME": str(tmp_path / "state")}
+    before = dt.datetime.now(dt.timezone.utc)
     proc, first = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
+    after = dt.datetime.now(dt.timezone.utc)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert_timings_mean_what_they_say(mongo_client[dbname], first["run_id"], before, after)
     for key in ("run_id", "server", "stages", "inserted", "skipped", "failed"):
         assert key in first
     assert set(first["server"]) >= {"kind", "version", "topology"}
@@ -62,6 +66,25 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
 
     proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
     assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout
+
+
+def assert_timings_mean_what_they_say(db, run_id: str, before, after) -> None:
+    """Every row: wall-clock started/ended, seconds = ended - started; run rows inside the command's
+    own wall clock; one filter (scope) per level; the parallel parse keeps its busy time apart."""
+    rows = list(db.stage_timings.find({"run_id": run_id}))
+    assert {r["scope"] for r in rows} == {"run", "worker", "file"}
+    naive = (before.replace(tzinfo=None), after.replace(tzinfo=None))  # BSON dates come back naive UTC
+    for r in rows:
+        assert abs((r["ended"] - r["started"]).total_seconds() - r["seconds"]) < 0.001, r
+    run = {r["stage"]: r for r in rows if r["scope"] == "run"}
+    for r in run.values():
+        assert naive[0] - dt.timedelta(seconds=1) <= r["started"] <= r["ended"] <= naive[1], r
+    assert run["load"]["seconds"] <= (after - before).total_seconds()
+    assert run["parse"]["busy_seconds"] > 0 and run["load"]["started"] <= run["parse"]["started"]
+    files = [r for r in rows if r["scope"] == "file" and r["stage"] == "load"]
+    workers = [r for r in rows if r["scope"] == "worker" and r["stage"] == "load"]
+    assert sum(r["detail"]["files"] for r in workers) == len(files) == run["load"]["detail"]["loaded"]
+    assert all(run["load"]["started"] <= r["started"] <= r["ended"] <= run["load"]["ended"] for r in files)
 
 
 def assert_exact_answers(db, report: dict) -> None:

@@ -43,7 +43,7 @@ from pathlib import Path
 from ingest import parsers
 from ingest.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
-from ingest.fileio import printable
+from ingest.fileio import GZIP_MAGIC, printable
 from ingest.load.content import MAX_ERRORS_KEPT, content_filters, documents_of
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Version, memory_stream, read_small
@@ -85,7 +85,7 @@ class Prepared:
 def prepare(key: str, worker: str, room: int) -> Prepared | None:
     """Read, hash and parse the file ``key`` if it is small and yields at most ``room`` documents;
     None otherwise (the per-file protocol streams it).  Bad input is a failed :class:`Prepared`."""
-    outcome = FileOutcome(path=key, status="loading", worker=worker)
+    outcome = FileOutcome(path=key, status="loading", worker=worker, started=time.time())
     started = time.perf_counter()
     prepared = Prepared(outcome=outcome)
     try:
@@ -93,6 +93,8 @@ def prepare(key: str, worker: str, room: int) -> Prepared | None:
         if read is None:
             return None
         prepared.version, data = read
+        if data[:2] == GZIP_MAGIC and len(data) >= 18 and int.from_bytes(data[-4:], "little") > BATCH_BYTES:
+            return None  # inflates past a batch's input (the gzip trailer's size, of its last member)
         outcome.size, outcome.sha256 = prepared.version.size, prepared.version.sha256
         fmt = parsers.detect_head(Path(key), memory_stream(data).read(4096))
         outcome.format = fmt.name
@@ -110,6 +112,7 @@ def prepare(key: str, worker: str, room: int) -> Prepared | None:
     except _READ_ERRORS as exc:
         _set_failed(prepared, f"{key}: cannot read: {getattr(exc, 'strerror', None) or exc}")
     outcome.parse_seconds = time.perf_counter() - started
+    outcome.parsed = time.time()
     return prepared
 
 
@@ -249,6 +252,9 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
     # journaled: acknowledged, the entries outlive a crash of the server (a lost one would leave
     # its file's documents to be dropped with its claim, after the load had reported it loaded)
     _, taken = ctx.retry("recording the batch in the ledger", insert_new, durable(ctx.db[LEDGER]), entries)
+    now = time.time()
+    for p in loadable + failed:
+        p.outcome.ended = now
     gone = {entries[i]["_id"] for i in taken}  # another loader made these entries meanwhile:
     for p in loadable:  # undo ours, and load them per file
         if p.key in gone:

@@ -98,7 +98,7 @@ class InFlight:
 # ------------------------------------------------------------------ the transaction
 def start(ctx: FileContext, key: str) -> FileOutcome | InFlight:
     """Claim, check and parse the file, and queue its documents; an outcome when that decides it."""
-    outcome = FileOutcome(path=key, status="loading", worker=ctx.owner.label)
+    outcome = FileOutcome(path=key, status="loading", worker=ctx.owner.label, started=time.time())
     retries_before = ctx.retry.retries
     if ctx.dry_run:
         return dry_run(ctx, Path(key), outcome)
@@ -173,6 +173,7 @@ def _queue_documents(ctx: FileContext, flight: InFlight) -> None:
         ctx.claims.renew_due()
 
     write_content(version, fmt, o, send, ctx.batch_size)
+    o.parsed = time.time()
     flight.written = ctx.writer.mark(o.path)
 
 

@@ -42,6 +42,10 @@ class FileOutcome:
     worker: str | None = None  # host:pid of the process that handled it
     retries: int = 0  # transient database errors retried while loading it
     warnings_total: int = 0  # every warning, of which ``warnings`` keeps the first ones
+    #: Wall clock (epoch seconds): when its reading began, its documents were all built, it was decided.
+    started: float = 0.0
+    parsed: float = 0.0
+    ended: float = 0.0
     #: The path as messages show it, when ``path`` is not the real path (a name that is not UTF-8,
     #: kept as :func:`ingest.fileio.display_path` shows it); None: ``printable(path)``.  Not in as_dict.
     shown_path: str | None = field(default=None, repr=False, compare=False)

@@ -23,6 +23,7 @@ import os
 import shlex
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -38,7 +39,7 @@ from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
 from ingest.load.writer import PipelinedWriter
 from ingest.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
-from ingest.timing import StageRecord
+from ingest.timing import StageRecord, from_epoch
 
 __all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group"]
 
@@ -166,6 +167,11 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         raise
     if outcomes:  # retries no file counted (a batch handed back, say) go on the last one
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
+    now = time.time()
+    for o in outcomes:  # the wall clock of each: decided now unless it says when
+        o.ended = o.ended or now
+        o.started = o.started or o.ended
+        o.parsed = min(o.parsed or o.started, o.ended)
     if not job.dry_run:
         try:
             _record_file_timings(ctx, job, outcomes)
@@ -219,13 +225,15 @@ def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutc
         if o.status == "skipped":
             continue
         written = o.inserted + o.updated
-        for stage, seconds, n_out in (("parse", o.parse_seconds, o.documents), ("load", o.load_seconds, written)):
+        for stage, span, busy, n_out in (("parse", (o.started, o.parsed), o.parse_seconds, o.documents),
+                                         ("load", (o.parsed, o.ended), o.load_seconds, written)):
             rec = StageRecord(run_id=job.run_id, stage=stage, file=o.path, worker=o.worker, airflow=job.lineage,
                               server_kind=job.server_kind, records_in=o.documents, records_out=n_out,
                               bytes=o.size, status="ok" if o.status == "loaded" else o.status,
-                              error=o.reason if o.status == "failed" else None)
+                              error=o.reason if o.status == "failed" else None, scope="file",
+                              started=from_epoch(span[0]), busy_seconds=busy)
             rec.detail = {"retries": o.retries} if o.retries else {}
-            rec.finish(seconds)
+            rec.finish(from_epoch(span[1]))
             rows.append(rec.as_doc())
     if rows:  # inserted; a row written before (a task run again) replaced
         _, again = ctx.retry("recording the timings of the files", insert_new, ctx.db[TIMINGS], rows)
