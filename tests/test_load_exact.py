@@ -312,5 +312,5 @@ def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(ser
     proc, report = run_load(server, name, one, "--write-concern", "w=1,j=true", "--workers", "1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert report["load"]["write_concern"] == {"w": 1, "j": True}
-    row = server.client[name].stage_timings.find_one({"stage": "load", "file": {"$exists": False}})
+    row = server.client[name].stage_timings.find_one({"stage": "load", "scope": "run"})
     assert row["detail"]["write_concern"] == {"w": 1, "j": True}
