@@ -35,6 +35,7 @@ from ingest.errors import SciIngestError
 from ingest.fileio import printable, stderr_line
 from ingest.htmlpage import CSS, figure_uri, html_table
 from ingest.htmlpage import esc as _html_esc
+from ingest.timing import level_filter
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
 
@@ -112,7 +113,7 @@ def _pick(coll, run_id: str | None) -> tuple[str, str]:
 def _history(coll, first: dt.datetime, runs: int) -> tuple[list[dict], list[dict]]:
     """(the last ``runs`` runs that started by ``first``, oldest first; their stage rows)."""
     pipeline = [
-        {"$match": {"file": {"$exists": False}}},
+        {"$match": level_filter("run")},
         {"$group": {"_id": "$run_id", "started": {"$min": "$started"}, "statuses": {"$addToSet": "$status"},
                     "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}}, "stages": {"$sum": 1}}},
         {"$match": {"started": {"$lte": first}}},
@@ -120,7 +121,7 @@ def _history(coll, first: dt.datetime, runs: int) -> tuple[list[dict], list[dict
         {"$limit": runs},
     ]
     found = list(coll.aggregate(pipeline))[::-1]
-    rows = list(coll.find({"run_id": {"$in": [r["_id"] for r in found]}, "file": {"$exists": False}},
+    rows = list(coll.find({"run_id": {"$in": [r["_id"] for r in found]}, **level_filter("run")},
                           {"_id": 0, "run_id": 1, "stage": 1, "records_per_s": 1, "started": 1}).sort("started", 1))
     history = [{"run": r["_id"], "started": r["started"], "stages": r["stages"], "records_out": r["records_out"],
                 "status": _status(r["statuses"])} for r in found]
@@ -208,8 +209,8 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
     with db_errors("reading the run for the report"):
         timings = db[TIMINGS]
         run_id, why = _pick(timings, run_id)
-        stages = list(timings.find({"run_id": run_id, "file": {"$exists": False}}, {"_id": 0}).sort("started", 1))
-        files = list(timings.find({"run_id": run_id, "stage": "load", "file": {"$exists": True}},
+        stages = list(timings.find({"run_id": run_id, **level_filter("run")}, {"_id": 0}).sort("started", 1))
+        files = list(timings.find({"run_id": run_id, "stage": "load", **level_filter("file")},
                                   {"_id": 0, "file": 1, "records_in": 1, "records_out": 1, "bytes": 1, "seconds": 1,
                                    "status": 1, "error": 1}))  # fmt: skip
         # a run stopped before its stages ended has per-file rows only: its times come from those

@@ -71,7 +71,7 @@ def _runs(db) -> list[str]:
 
 
 def _stages(db, run_id: str) -> list[str]:
-    rows = db.stage_timings.find({"run_id": run_id, "file": {"$exists": False}}).sort("started", 1)
+    rows = db.stage_timings.find({"run_id": run_id, "scope": "run"}).sort("started", 1)
     return [r["stage"] for r in rows]
 
 
