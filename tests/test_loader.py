@@ -313,3 +313,21 @@ def test_a_long_query_loads_as_one_search_per_segment(db, tmp_path, load_files):
     starts = sorted(h["hsps"][0]["query_start"] for h in db.hits.find({"query_id": "clone_long"}))
     assert starts[0] == 2098 and 82001 in starts
     assert db.searches.count_documents({"query_id": "pGT875", "query_segment": {"$exists": False}}) == 1
+
+
+def test_copies_of_a_search_share_its_fingerprint(db, tmp_path, load_files):
+    """The same search in two files (glsearch36's run, and the concatenation that holds it): each
+    copy its own ids, one fingerprint on both searches and on every hit; other searches differ."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("glsearch36.m10", "concatenated_runs.m10", "ssearch36_prot.m10"):
+        shutil.copy(PASTA / name, folder / name)
+    result = load_files([folder], "copies")
+    assert result.count("loaded") == 3 and not result.failed
+    by_file: dict[str, set] = {}
+    for s in db.searches.find({}, {"fingerprint": 1, "source.path": 1}):
+        by_file.setdefault(Path(s["source"]["path"]).name, set()).add(s["fingerprint"])
+    assert by_file["glsearch36.m10"] <= by_file["concatenated_runs.m10"]
+    assert not by_file["ssearch36_prot.m10"] & (by_file["glsearch36.m10"] | by_file["concatenated_runs.m10"])
+    for h in db.hits.find({}, {"search_id": 1, "search_fingerprint": 1}):
+        assert h["search_fingerprint"] == db.searches.find_one({"_id": h["search_id"]})["fingerprint"]
