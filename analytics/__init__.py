@@ -23,6 +23,7 @@ _EXPORTS = {
     # declaring analyses
     "Analysis": "analytics.registry:Analysis",
     "Column": "analytics.schema:Column",
+    "OutputColumn": "analytics.schema:OutputColumn",
     "Schema": "analytics.schema:Schema",
     "all_analyses": "analytics.registry:all_analyses",
     "analysis_names": "analytics.registry:analysis_names",
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
         Analysis, UnknownAnalysis, all_analyses, analysis_names, get_analysis, select_analyses,
     )
     from analytics.runner import AnalysisResult, analyze, run_analysis  # noqa: F401
-    from analytics.schema import Column, Schema  # noqa: F401
+    from analytics.schema import Column, OutputColumn, Schema  # noqa: F401
     from analytics.validation import ValidationReport, load_suites, validate  # noqa: F401
 
 

@@ -81,10 +81,12 @@ def _parquet_layout_ok(path: Path, analysis) -> bool:
     import pyarrow.parquet as pq
 
     try:
-        names = pq.read_schema(path).names
+        found = pq.read_schema(path)
     except (OSError, ValueError):
         return False
-    return names == [*analysis.output_types, "run_id"]
+    # the declared columns with their declared types: a file written before a column was declared
+    # (or a list column typed list<null> by inference) is rewritten whole
+    return found.equals(analysis.arrow_schema, check_metadata=False)
 
 
 def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
@@ -150,6 +152,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     import pyarrow.parquet as pq
     from pymongo import ReplaceOne
 
+    from analytics.runner import output_table
     from ingest.mongo import db_errors, shared_client
 
     final = Path(out_dir) / analysis.parquet_name
@@ -162,12 +165,12 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
         hit = pc.is_in(heads, value_set=pa.array([p for p in scope.prefixes if len(p) == length]))
         touched = hit if touched is None else pc.or_(touched, hit)
     kept = old.filter(pc.invert(pc.fill_null(touched, False)))
-    new = pa.Table.from_pandas(frame.assign(run_id=run_id), preserve_index=False)
+    new = output_table(analysis, frame, run_id).replace_schema_metadata(None)  # the declared schema
     try:
-        new = new.cast(kept.schema.remove_metadata())
-    except (pa.ArrowInvalid, ValueError) as exc:
+        kept = kept.cast(new.schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
         raise ConfigError(f"{final}: its layout differs from {analysis.name}'s output ({exc})") from exc
-    table = pa.concat_tables([kept.replace_schema_metadata(None), new])
+    table = pa.concat_tables([kept, new])
     table = table.take(pc.sort_indices(table, [(analysis.output_id, "ascending")]))
     meta = dict(old.schema.metadata or {})
     meta[b"sci_ingest"] = _json({"analysis": analysis.name, "run_id": run_id, "scope": scope.describe(),

@@ -13,8 +13,17 @@ An analysis is a :class:`Analysis` declaration in a module of the
 * ``combine``: partial results of every partition in, the output frame out
   (optionally with ``{reason: count}`` of input records left out); by default
   :func:`concat_by_id`;
-* ``output`` collection, ``output_id`` (the column that becomes ``_id``),
-  ``output_types`` (``{column: dtype}``), the Parquet file's name;
+* ``output`` collection, ``output_id`` (the column that becomes ``_id``), the
+  Parquet file's name, and ``outputs``: one
+  :class:`analytics.schema.OutputColumn` ``(name, dtype, meaning, unit)`` per
+  output column, in order.  The unit is declared explicitly (``""`` for
+  identifiers and other dimensionless values); a list column declares its
+  element type (``list<string>``).  ``output_types`` (``{column: pandas dtype}``),
+  the Parquet file's Arrow schema (:attr:`Analysis.arrow_schema`) and what
+  ``sci-ingest query OUTPUT --fields-list``, the README and the HTML report say
+  of each column derive from it; an analysis whose output column lacks a
+  meaning or a unit is refused when it is declared (so the registry never
+  lists it);
 * ``file_prefix`` (optional): input file content (sha256) in, the prefix every
   group key made from that file starts with out.  Declared by an analysis with
   one output row per group, it can be brought up to date with only the groups of
@@ -64,11 +73,15 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from analytics.schema import Column, Schema, conform, empty
+from analytics.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
+                              output_dtypes)
 from ingest.errors import AnalysisError, ConfigError
 
 __all__ = ["Analysis", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
-           "select_analyses", "concat_by_id", "gather_partials"]
+           "select_analyses", "concat_by_id", "gather_partials", "RUN_ID"]
+
+#: The column every published row carries besides the declared ones, declared as they are.
+RUN_ID = OutputColumn("run_id", "str", "the run that wrote it", "")
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ class Analysis:
     partition: Callable[[Any], Any]
     output: str
     output_id: str
-    output_types: dict[str, str]
+    outputs: tuple[OutputColumn, ...]
     combine: Callable[[list], Any] | None = None
     filter: dict = field(default_factory=dict)
     partition_key: str = "_id"
@@ -133,6 +146,9 @@ class Analysis:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", Schema(self.columns).columns)
+        object.__setattr__(self, "outputs", check_outputs(f"analysis {self.name}", self.outputs))
+        if RUN_ID.name in self.output_types:
+            raise ConfigError(f"analysis {self.name}: output column {RUN_ID.name!r} is the runner's (every row's run)")
         if self.output_id not in self.output_types:
             raise ConfigError(f"analysis {self.name}: output_id {self.output_id!r} is not an output column")
         if self.group_key is not None and self.group_key not in self.schema.names:
@@ -155,6 +171,22 @@ class Analysis:
     @property
     def schema(self) -> Schema:
         return Schema(self.columns)
+
+    @property
+    def output_types(self) -> dict[str, str]:
+        """``{column: pandas dtype}`` of the output, derived from :attr:`outputs` (a ``list<string>``
+        column is an ``object`` column of lists)."""
+        return output_dtypes(self.outputs)
+
+    @property
+    def arrow_schema(self):
+        """The Arrow schema of the published Parquet file: the declared columns then ``run_id``, each
+        with its declared type (lists keep ``list<string>`` when empty) and its meaning and unit as
+        field metadata."""
+        return output_arrow_schema(self.outputs, (RUN_ID,))
+
+    def output_column(self, name: str) -> OutputColumn:
+        return next(c for c in self.outputs if c.name == name)
 
     @property
     def mends_groups(self) -> bool:
@@ -208,7 +240,8 @@ class Analysis:
     def describe(self) -> dict:
         described = {"name": self.name, "source": self.source, "output": self.output,
                      "parquet": self.parquet_name, "description": self.description,
-                     "questions": list(self.questions), "indexes": [[list(k) for k in ix] for ix in self.indexes]}
+                     "questions": list(self.questions), "indexes": [[list(k) for k in ix] for ix in self.indexes],
+                     "outputs": [c._asdict() for c in self.outputs]}
         if self.join is not None:
             described["join"] = {"source": self.join.source, "key": self.join.key}
         return described

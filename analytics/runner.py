@@ -30,7 +30,10 @@ For an :class:`analytics.registry.Analysis` the runner
    temporary name in ``out_dir`` and renamed over the old one.  Missing values
    (NaN) are left out of the MongoDB documents, following the project's "absent,
    not null" convention; Parquet keeps them as nulls.  Every document and row
-   carries ``run_id``.
+   carries ``run_id``.  The Parquet file's schema is the declared one
+   (:func:`output_table`), never inferred from the values: a list column stays
+   ``list<string>`` when every list is empty, and each field carries its
+   declared meaning and unit as field metadata.
 
 Importing this module is cheap: Dask, pandas, pyarrow and pymongo are imported
 inside the functions that need them, so a CLI may import it at start-up.
@@ -53,7 +56,7 @@ from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
 
-__all__ = ["AnalysisResult", "analyze", "run_analysis", "default_partitions",
+__all__ = ["AnalysisResult", "analyze", "run_analysis", "default_partitions", "output_table",
            "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]
 
 log = logging.getLogger(__name__)
@@ -319,10 +322,23 @@ def _documents(frame, id_column: str, run_id: str) -> list[dict]:
     return docs
 
 
+def output_table(analysis: Analysis, frame, run_id: str):
+    """``frame`` and its ``run_id`` as the Arrow table the Parquet file holds, of the declared schema
+    (:attr:`analytics.registry.Analysis.arrow_schema`): a list column is ``list<string>`` even when every
+    list is empty or there is no row (inferred from the values it would be ``list<null>``, or ``null``)."""
+    import pyarrow as pa
+
+    schema = analysis.arrow_schema
+    frame = frame.loc[:, [name for name in schema.names if name != "run_id"]]
+    try:
+        return pa.Table.from_pandas(frame.assign(run_id=run_id), schema=schema, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as exc:
+        raise AnalysisError(f"analysis {analysis.name}: its output does not fit its declared columns: {exc}") from exc
+
+
 def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out_dir: Path,
              metadata: dict) -> tuple[str, Path]:
     """Replace the analysis's MongoDB collection and Parquet file with ``frame``."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ingest.mongo import db_errors, shared_client
@@ -338,7 +354,7 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
     tmp_file = out_dir / f".{analysis.name}.{token}.parquet.tmp"
     tmp_coll = f"{target}__tmp_{token}"
 
-    table = pa.Table.from_pandas(frame.assign(run_id=run_id), preserve_index=False)
+    table = output_table(analysis, frame, run_id)
     meta = dict(table.schema.metadata or {})
     meta[b"sci_ingest"] = json.dumps({"analysis": analysis.name, "run_id": run_id, **metadata}).encode()
     table = table.replace_schema_metadata(meta)

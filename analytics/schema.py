@@ -14,8 +14,15 @@ pandas types (:meth:`Schema.empty`, the Dask ``meta``) and the coercion of each
 value (:func:`coerce`).  A missing path, or a value of the wrong type, becomes a
 missing value (NaN / <NA> / None): values are never invented.
 
-The output side of an analysis is declared as a ``{column: dtype}`` mapping;
-:func:`conform` gives a frame exactly those columns, in order, with those dtypes.
+The output side of an analysis is declared once too, one :class:`OutputColumn`
+``(name, dtype, meaning, unit)`` per column (:func:`check_outputs`): the pandas
+dtypes (:func:`output_dtypes`, the ``{column: dtype}`` mapping :func:`conform`
+gives a frame exactly, in order), the Arrow schema of the published Parquet file
+(:func:`output_arrow_schema`: a ``list<string>`` column stays a list of strings
+even when every list is empty or there is no row, and each field carries its
+meaning and unit as field metadata) and what ``sci-ingest query OUTPUT
+--fields-list``, the README and the HTML report say of each column all derive
+from it.
 
 Why not pymongoarrow itself: 1.15 works against SecantusDB for well-typed
 documents, but (a) it aborts a whole batch on a single value of an unexpected
@@ -29,16 +36,17 @@ documented rule per kind instead.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from typing import Any, Iterable, NamedTuple
 
 from ingest.errors import AnalysisError, ConfigError
 
 __all__ = ["KINDS", "Column", "Schema", "get_path", "path_getter", "projection_for", "coerce", "conform", "empty",
-           "require_columns"]
+           "require_columns", "OUTPUT_DTYPES", "OutputColumn", "check_outputs", "output_dtypes", "output_arrow_schema"]
 
 #: Column kinds.  They become the pandas dtypes ``str``, ``float64``, ``Int64``,
-#: ``boolean`` and ``list<item: string>[pyarrow]``.
-KINDS = ("string", "float64", "int64", "bool", "list<string>")
+#: ``boolean``, ``list<item: string>[pyarrow]`` and ``datetime64[ms, UTC]`` (``date``: a BSON date).
+KINDS = ("string", "float64", "int64", "bool", "list<string>", "date")
 
 
 class Column(NamedTuple):
@@ -137,6 +145,10 @@ def coerce(value: Any, kind: str) -> Any:
         if isinstance(value, (list, tuple)):
             return [v for v in value if isinstance(v, str)]
         return None
+    if kind == "date":  # a datetime (pymongo's are naive UTC) as an aware UTC one; a string is not parsed
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return None
     raise ConfigError(f"unknown column kind {kind!r}")
 
 
@@ -149,6 +161,7 @@ def _arrow_type(kind: str):
         "int64": pa.int64(),
         "bool": pa.bool_(),
         "list<string>": pa.list_(pa.string()),
+        "date": pa.timestamp("ms", tz="UTC"),
     }[kind]
 
 
@@ -243,3 +256,91 @@ def empty(dtypes: dict[str, str]):
     import pandas as pd
 
     return conform(pd.DataFrame(), dtypes)
+
+
+# ------------------------------------------------------------------ output columns, declared
+#: The dtypes an output column is declared with -> (its pandas dtype, its query kind).  ``list<string>``
+#: declares a list column and its element type: a pandas ``object`` column of lists of strings, an
+#: Arrow (Parquet) ``list<string>`` even when every list is empty, a ``list<string>`` field to query.
+#: There is no bare ``object``: every output column has a type a reader can rely on.
+OUTPUT_DTYPES: dict[str, tuple[str, str]] = {
+    "str": ("str", "string"), "string": ("string", "string"),
+    "float64": ("float64", "float64"), "Float64": ("Float64", "float64"),
+    "int64": ("int64", "int64"), "Int64": ("Int64", "int64"),
+    "bool": ("bool", "bool"), "boolean": ("boolean", "bool"),
+    "list<string>": ("object", "list<string>"),
+}
+
+
+class OutputColumn(NamedTuple):
+    """One output column of an analysis, declared once: its name, its dtype (one of
+    :data:`OUTPUT_DTYPES`), what it means and its unit.
+
+    All four are given explicitly: ``unit`` is ``""`` for identifiers, labels, flags and
+    other dimensionless values, else what the number counts or measures (``"eV/atom"``,
+    ``"count"``, ``"fraction (0-1)"``, ``"E-value"``, ``"bits"``).
+    """
+
+    name: str
+    dtype: str
+    meaning: str
+    unit: str
+
+    @property
+    def kind(self) -> str:
+        """The query kind (:data:`KINDS`): ``sci-ingest query`` / ``export`` type the field by it."""
+        return OUTPUT_DTYPES[self.dtype][1]
+
+    @property
+    def pandas_dtype(self) -> str:
+        return OUTPUT_DTYPES[self.dtype][0]
+
+
+def check_outputs(owner: str, columns: Iterable) -> tuple[OutputColumn, ...]:
+    """The output declaration of ``owner`` (e.g. ``analysis best_hits``) as checked
+    :class:`OutputColumn` s; a :class:`ConfigError` names the owner and the column otherwise.
+
+    Each column needs a name, a dtype of :data:`OUTPUT_DTYPES`, a meaning (non-blank text) and a
+    unit (text; ``""`` when it has none), each declared once.
+    """
+    if isinstance(columns, (str, bytes, dict)):
+        raise ConfigError(f"{owner}: outputs must be a sequence of OutputColumn(name, dtype, meaning, unit), "
+                          f"not a {type(columns).__name__}")
+    checked: list[OutputColumn] = []
+    for column in columns:
+        label = repr(column[0]) if isinstance(column, tuple) and column and isinstance(column[0], str) else repr(column)
+        if not isinstance(column, tuple) or len(column) != 4:
+            raise ConfigError(f"{owner}: output column {label} must be declared as OutputColumn(name, dtype, "
+                              f"meaning, unit), got {column!r}")
+        name, dtype, meaning, unit = column
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{owner}: an output column has no name: {column!r}")
+        if any(c.name == name for c in checked):
+            raise ConfigError(f"{owner}: output column {name!r} declared twice")
+        if dtype not in OUTPUT_DTYPES:
+            raise ConfigError(f"{owner}: output column {name!r} has dtype {dtype!r}; expected one of "
+                              f"{', '.join(OUTPUT_DTYPES)} (a list column declares its element type: list<string>)")
+        if not isinstance(meaning, str) or not meaning.strip():
+            raise ConfigError(f"{owner}: output column {name!r} has no meaning: say what the column holds")
+        if not isinstance(unit, str):
+            raise ConfigError(f"{owner}: output column {name!r} has no unit: declare one (\"\" when it has none, "
+                              f"e.g. an identifier), got {unit!r}")
+        checked.append(OutputColumn(name, dtype, meaning.strip(), unit.strip()))
+    if not checked:
+        raise ConfigError(f"{owner}: declares no output column")
+    return tuple(checked)
+
+
+def output_dtypes(columns: Iterable[OutputColumn]) -> dict[str, str]:
+    """``{column: pandas dtype}`` of an output declaration (what :func:`conform` and :func:`empty` take)."""
+    return {c.name: OUTPUT_DTYPES[c.dtype][0] for c in columns}
+
+
+def output_arrow_schema(columns: Iterable[OutputColumn], extra: Iterable[tuple[str, str, str, str]] = ()):
+    """The Arrow schema of an output declaration (and ``extra`` columns declared the same way, e.g.
+    ``run_id``): one field per column of its kind's type, with ``meaning`` and ``unit`` as field metadata."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, _arrow_type(OUTPUT_DTYPES[dtype][1]),
+                               metadata={"meaning": meaning, "unit": unit})
+                      for name, dtype, meaning, unit in [*columns, *extra]])

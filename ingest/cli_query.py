@@ -59,8 +59,12 @@ def _print_fields(curated, as_json: bool) -> int:
         print(dumps(info))
         return 0
     print(f"{curated.name}: one document per {curated.one_per}")
-    print(table(info["fields"], [("name", "field"), ("path", "path"), ("kind", "kind"), ("meaning", "meaning")],
-                left=4))
+    columns = [("name", "field"), ("path", "path"), ("kind", "kind"), ("meaning", "meaning")]
+    rows = info["fields"]
+    if any("unit" in f for f in rows):  # an analysis output: each column's declared unit ("-": none)
+        columns.insert(3, ("unit", "unit"))
+        rows = [{**f, "unit": f["unit"] or "-"} for f in rows]
+    print(table(rows, columns, left=len(columns)))
     if info["questions"]:
         print("\nquestions:")
         for q in info["questions"]:

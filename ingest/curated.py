@@ -44,7 +44,9 @@ __all__ = ["Field", "Question", "Curated", "DATA", "get", "all_curated", "names"
            "UnknownCollection", "dtype_kind"]
 
 #: The kinds a field can have (:data:`analytics.schema.KINDS`, repeated so this module imports nothing).
-KINDS = ("string", "float64", "int64", "bool", "list<string>")
+#: ``date``: a BSON date (UTC); queried with ISO 8601 strings (``last_updated >= "2024-01-01"``),
+#: exported as Arrow ``timestamp[ms, tz=UTC]``.
+KINDS = ("string", "float64", "int64", "bool", "list<string>", "date")
 
 Index = tuple[tuple[str, int], ...]
 
@@ -270,6 +272,7 @@ MATERIALS = Curated(
         _s("spacegroup", "symmetry.symbol", "space-group symbol"),
         _i("spacegroup_number", "symmetry.number", "space-group number"),
         _l("task_ids", "task_ids", "the calculations behind it (`tasks.task_id`)"),
+        Field("last_updated", "last_updated", "date", "when the Materials Project last updated it (UTC)"),
         _s("source_path", "_source.path", "the file it was loaded from"),
     ),
     questions=(
@@ -281,6 +284,8 @@ MATERIALS = Curated(
         Question("(nearly) stable materials: energy above hull below X eV/atom", "energy_above_hull < 0.05",
                  (("energy_above_hull", 1),), sort="energy_above_hull"),
         Question("documents of one kind", 'doc_type == "summary"', (("_ingest.type", 1),)),
+        Question("materials updated since date D: no index (a collection scan)",
+                 'last_updated >= "2024-01-01"'),
     ),
     default_fields=("material_id", "formula_pretty", "chemsys", "band_gap", "energy_above_hull", "is_stable"),
 )
@@ -305,11 +310,15 @@ TASKS = Curated(
         _f("band_gap", "output.bandgap", "band gap of the calculation (eV)"),
         _f("density", "output.density", "density (g/cm³)"),
         _l("tags", "tags", "the task's tags"),
+        Field("completed_at", "completed_at", "date", "when the calculation finished (UTC)"),
+        Field("last_updated", "last_updated", "date", "when the task document was last updated (UTC)"),
     ),
     questions=(
         Question("the calculations of material M", 'material_id == "mp-149"', (("material_id", 1),)),
         Question("the calculations of chemical system C of one task type",
                  'chemsys == "Fe-O" and task_type == "Static"', (("chemsys", 1), ("task_type", 1))),
+        Question("the calculations completed in a period: no index (a collection scan)",
+                 'completed_at between "2024-01-01" and "2024-06-30T23:59:59.999Z"'),
     ),
     default_fields=("task_id", "material_id", "formula_pretty", "task_type", "run_type", "state"),
 )
@@ -324,30 +333,45 @@ def query_indexes() -> dict[str, list[list[tuple[str, int]]]]:
 
 
 # ------------------------------------------------------------------ analysis outputs
-#: pandas dtypes of ``Analysis.output_types`` -> kinds.
-#: An ``object`` column may hold anything (lists, mixed values): it gets no kind, and is left out.
-_DTYPE_KINDS = {"str": "string", "string": "string", "float64": "float64", "Float64": "float64",
-                "float32": "float64", "int64": "int64", "Int64": "int64", "int32": "int64", "Int32": "int64",
-                "bool": "bool", "boolean": "bool"}
-
-
 def dtype_kind(dtype: str) -> str | None:
-    """The kind of an output column's pandas dtype, or None when no kind holds it."""
-    return _DTYPE_KINDS.get(str(dtype))
+    """The kind of an output column's declared dtype (:data:`analytics.schema.OUTPUT_DTYPES`: every
+    declarable dtype has one, a list column's ``list<string>`` included), or None for any other dtype."""
+    from analytics.schema import OUTPUT_DTYPES
+
+    found = OUTPUT_DTYPES.get(str(dtype))
+    return found[1] if found else None
+
+
+@dataclass(frozen=True)
+class OutputField(Field):
+    """A field of an analysis output: a :class:`Field` with the unit its analysis declares
+    (``""`` for identifiers, labels, flags and other dimensionless values)."""
+
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class OutputCollection(Curated):
+    """An analysis output as a curated collection: its fields carry their declared units."""
+
+    def describe(self) -> dict:
+        described = super().describe()
+        described["fields"] = [{**d, "unit": f.unit} for d, f in zip(described["fields"], self.fields)]
+        return described
 
 
 def _from_analysis(analysis) -> Curated:
+    from analytics.registry import RUN_ID
+
     fields, notes = [], []
-    for column, dtype in analysis.output_types.items():
-        kind = dtype_kind(dtype)
-        if kind is None or not str(column).isidentifier():
-            why = f"its dtype {dtype} has no query kind" if kind is None else "its name is not an identifier"
-            notes.append(f"column {column!r}: {why}; not queryable by name (a raw `path` is)")
+    for column in [*analysis.outputs, RUN_ID]:  # each declared (name, dtype, meaning, unit), checked
+        if not str(column.name).isidentifier():
+            notes.append(f"column {column.name!r}: its name is not an identifier; not queryable by name "
+                         "(a raw `path` is)")
             continue
-        key = " (the document's _id too)" if column == analysis.output_id else ""
-        fields.append(Field(column, column, kind, f"{analysis.name} output column{key}"))
-    fields.append(Field("run_id", "run_id", "string", "the run that wrote it"))
-    return Curated(
+        key = "; the document's `_id` too" if column.name == analysis.output_id else ""
+        fields.append(OutputField(column.name, column.name, column.kind, column.meaning + key, column.unit))
+    return OutputCollection(
         name=analysis.output,
         one_per=f"row of the `{analysis.name}` analysis: {analysis.description}",
         fields=tuple(fields),
@@ -356,6 +380,23 @@ def _from_analysis(analysis) -> Curated:
         source=analysis.name,
         notes=tuple(notes),
     )
+
+
+def outputs_markdown(collections=None) -> str:
+    """The README's tables of the analyses' outputs: per output its fields with their kinds, units
+    and meanings (as the analyses declare them), then its questions and indexes."""
+    out = []
+    for c in (collections or _outputs().values()):
+        out.append(f"**`{c.name}`** — one document per {_cell(c.one_per)}.\n")
+        out.append("| field | kind | unit | meaning |")
+        out.append("|---|---|---|---|")
+        for f in c.fields:  # — : no unit (an identifier, a label, a flag)
+            out.append(f"| `{f.name}` | {f.kind} | {_cell(getattr(f, 'unit', '') or '—')} | {_cell(f.meaning)} |")
+        out.append("")
+        if c.questions:
+            out.append("Questions: " + "; ".join(_cell(q.text) for q in c.questions) + ".\n")
+        out.append("Indexes: " + (", ".join(f"`{index_name(ix)}`" for ix in c.indexes) or "none") + ".\n")
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _outputs() -> dict[str, Curated]:

@@ -10,7 +10,8 @@ What the page shows, all of it read from the database (``stage_timings``,
   sizes, and the bookkeeping;
 * validation: one row per suite, every failed expectation named, critical ones first, with
   the offending values as the validation stored them;
-* one section per declared analysis: its description, questions, this run's counts
+* one section per declared analysis: its description, questions, its output columns as
+  declared (type, unit, meaning), this run's counts
   (records in/out, excluded by reason) and its plot (``analysis.plot(frame)``) of the output
   now published (the Parquet file when this database's runs wrote it, else the collection).
 
@@ -395,6 +396,7 @@ def _analysis_section(data: dict, analysis) -> str:
     if analysis.questions:
         out.append("<p>Questions it answers:</p><ul>" + "".join(f"<li>{esc(q)}</li>" for q in analysis.questions)
                    + "</ul>")
+    out.append(_output_columns(analysis))
     row = _stage(data["stages"], f"analyze.{name}")
     if row is None:
         out.append('<p class="missing">This run did not run this analysis.</p>')
@@ -417,6 +419,15 @@ def _analysis_section(data: dict, analysis) -> str:
     else:
         out.append(_analysis_plot(analysis, frame, where, data["run_id"]))
     return "\n".join(out) + "</section>"
+
+
+def _output_columns(analysis) -> str:
+    """The output's columns as the analysis declares them: name, type, unit (— : none), meaning."""
+    rows = [{"column": c.name, "type": c.kind, "unit": c.unit or "—", "meaning": c.meaning} for c in analysis.outputs]
+    table = html_table(rows, ["column", "type", "unit", "meaning"], text={"type", "unit", "meaning"},
+                       table_id=f"outputs-{analysis.name}")
+    return (f"<details open><summary>Output columns ({len(rows)}) of <code>{esc(analysis.output)}</code>: "
+            f"what each means, in which unit</summary>{table}</details>")
 
 
 def _analysis_plot(analysis, frame, where: str, run_id: str) -> str:

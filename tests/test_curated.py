@@ -58,12 +58,20 @@ def test_analysis_outputs_are_derived_from_the_registry():
 
     for analysis in all_analyses():
         c = curated.get(analysis.output)
-        kinds = {name: curated.dtype_kind(dtype) if name.isidentifier() else None
-                 for name, dtype in analysis.output_types.items()}
-        assert [f.name for f in c.fields] == [n for n, k in kinds.items() if k] + ["run_id"]
-        assert all(c.by_name[n].kind == k for n, k in kinds.items() if k)
+        # every declared column is a field (a list column too: list<string>), with its meaning and unit
+        assert [f.name for f in c.fields] == [o.name for o in analysis.outputs] + ["run_id"]
+        assert not c.notes, c.notes
+        for o in analysis.outputs:
+            f = c.by_name[o.name]
+            assert (f.path, f.kind, f.unit) == (o.name, curated.dtype_kind(o.dtype), o.unit), o
+            assert f.meaning.startswith(o.meaning), o
+        assert c.by_name["run_id"].meaning == "the run that wrote it"
         assert c.indexes == tuple(tuple(ix) for ix in analysis.indexes)
         assert [q.text for q in c.questions] == list(analysis.questions)
+        described = {d["name"]: d for d in c.describe()["fields"]}
+        assert all(described[o.name]["unit"] == o.unit for o in analysis.outputs)
+    consistency = curated.get("formula_consistency")
+    assert consistency.by_name["mismatched_task_ids"].kind == "list<string>"
     with pytest.raises(curated.UnknownCollection, match="did you mean hits"):
         curated.get("hitz")
 
@@ -73,6 +81,53 @@ def test_the_readme_tables_are_the_declarations():
     block = re.search(r"<!-- curated:begin -->\n(.*?)\n<!-- curated:end -->", text, re.S)
     assert block, "README lacks the curated tables"
     assert block.group(1).strip() == curated.markdown().strip()
+
+
+def test_the_readme_tables_of_the_outputs_are_the_analyses_declarations():
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- curated-outputs:begin -->\n(.*?)\n<!-- curated-outputs:end -->", text, re.S)
+    assert block, "README lacks the tables of the analyses' outputs"
+    assert block.group(1).strip() == curated.outputs_markdown().strip()
+    assert "| `recomputed` | float64 | eV/atom | energy above the convex hull recomputed" in block.group(1)
+
+
+def _fields_list(*argv) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    env.pop("MONGODB_URI", None)  # no server is needed to list fields
+    return subprocess.run([str(BIN), "query", *argv, "--fields-list"], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_fields_list_of_an_output_shows_each_columns_meaning_and_unit():
+    """What a user runs: ``sci-ingest query hull_energy --fields-list`` (and ``--json``)."""
+    from analytics.registry import get_analysis
+
+    done = _fields_list("hull_energy")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("field "))
+    assert header.split() == ["field", "path", "kind", "unit", "meaning"]
+    rows = {line.split()[0]: line.split(None, 4) for line in lines[lines.index(header) + 2:] if line.strip()
+            and not line.startswith(" ")}
+    for name in ("stored", "recomputed", "difference", "abs_difference"):
+        assert rows[name][2:4] == ["float64", "eV/atom"], rows[name]
+    assert rows["stored"][4].startswith("energy above the convex hull as stored")
+    assert rows["recomputed"][4].startswith("energy above the convex hull recomputed")
+    assert rows["doc_id"][3] == "-" and rows["n_hull_entries"][3] == "count"
+    assert "hull_energy output column" not in done.stdout  # the old placeholder
+
+    as_json = _fields_list("formula_consistency", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    fields = {f["name"]: f for f in json.loads(as_json.stdout)["fields"]}
+    for column in get_analysis("formula_consistency").outputs:
+        assert fields[column.name]["unit"] == column.unit and fields[column.name]["meaning"].startswith(
+            column.meaning), column
+    assert fields["mismatched_task_ids"]["kind"] == "list<string>"
+    assert fields["n_mismatched"]["unit"] == "count" and fields["run_id"]["unit"] == ""
+    # a data collection's fields have no declared unit (their meanings say it): no unit column there
+    data = _fields_list("materials")
+    assert data.returncode == 0 and "unit" not in next(line for line in data.stdout.splitlines()
+                                                       if line.startswith("field "))
 
 
 def _env(uri: str, tmp_path: Path) -> dict:

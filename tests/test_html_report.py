@@ -226,6 +226,25 @@ def test_every_string_from_the_database_is_escaped(reported):
                                     "details", "summary", "img", "ul", "li", "section", "b"}  # fmt: skip
 
 
+def test_each_analysis_section_declares_its_output_columns(reported):
+    """Every analysis section lists its output's columns as declared: type, unit (— : none), meaning."""
+    import html
+
+    from analytics.registry import all_analyses
+
+    text = reported.html
+    for analysis in all_analyses():
+        section = re.search(rf'<section class="analysis" id="analysis-{analysis.name}".*?</section>', text, re.S)
+        assert section, analysis.name
+        table = re.search(rf'<table id="outputs-{analysis.name}">(.*?)</table>', section.group(0), re.S)
+        assert table, analysis.name
+        rows = [[html.unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+                for row in re.findall(r"<tr>(.*?)</tr>", table.group(1)) if "<td" in row]
+        assert rows == [[c.name, c.kind, c.unit or "—", c.meaning] for c in analysis.outputs], analysis.name
+    hull = re.search(r'<table id="outputs-hull_energy">.*?</table>', text, re.S).group(0)
+    assert re.search(r"<td[^>]*>recomputed</td><td[^>]*>float64</td><td[^>]*>eV/atom</td>", hull)
+
+
 def html_escaped(value: str) -> str:
     import html
 

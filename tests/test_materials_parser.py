@@ -182,8 +182,11 @@ def test_legacy_material_aliases_use_the_file_values(shared_materials):
         # present in the original: kept as they are, not re-derived
         assert doc["formation_energy_per_atom"] == original["formation_energy_per_atom"]
         assert doc["elements"] == original["elements"] and doc["chemsys"] == original["chemsys"]
+        assert doc["formula_anonymous"] == original["formula_anonymous"]
+        assert doc["energy_per_atom"] == original["final_energy_per_atom"]
         assert set(doc["_ingest"]["added"]) == {
-            "material_id", "formula_pretty", "energy_above_hull", "is_gap_direct", "symmetry", "composition"}
+            "material_id", "formula_pretty", "energy_above_hull", "energy_per_atom", "is_gap_direct", "symmetry",
+            "composition"}
         # every original field is still there under its own name (band_gap: the displaced copy)
         assert set(original) - {"_id"} <= set(doc)
         # extended JSON became BSON types
@@ -610,7 +613,8 @@ def test_samples_match_the_json_schemas(samples, schema_name, index):
 def test_schemas_reject_inconsistent_documents(samples):
     (_, mat_items), (_, task_items) = samples
     material = Draft202012Validator(json.loads((SCHEMAS / "material.schema.json").read_text()))
-    doc = json.loads(json.dumps(next(to_document(i.raw) for i in mat_items if isinstance(i.raw["last_updated"], str))))
+    doc = json.loads(json.dumps(next(to_document(i.raw) for i in mat_items if isinstance(i.raw["last_updated"], str)),
+                                default=str))  # dates (BSON dates in the stored form) as text
     assert material.is_valid(doc)
     for field, value in [("symmetry", {"crystal_system": "cubic", "symbol": "P-1", "number": 2}),
                          ("energy_above_hull", -0.1), ("band_gap", -1.0), ("elements", ["Fe", "Fe"]),
@@ -618,7 +622,7 @@ def test_schemas_reject_inconsistent_documents(samples):
         assert not material.is_valid({**doc, field: value}), field
     assert not material.is_valid({k: v for k, v in doc.items() if k != "formula_pretty"})
     task = Draft202012Validator(json.loads((SCHEMAS / "task.schema.json").read_text()))
-    tdoc = json.loads(json.dumps(to_document(task_items[0].raw)))
+    tdoc = json.loads(json.dumps(to_document(task_items[0].raw), default=str))
     assert task.is_valid(tdoc)
     assert not task.is_valid({**tdoc, "output": {"energy": -1.0}})
     assert not task.is_valid({**tdoc, "_ingest": {**tdoc["_ingest"], "kind": "material"}})

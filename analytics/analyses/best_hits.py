@@ -2,7 +2,7 @@
 
 Input: one row per hit with ``search_id, query_id, library, program, rank,
 hit_id`` and the first (best) HSP's ``score, evalue, bits, identity``.
-Output: one row per search (see :data:`OUTPUT_TYPES`).  The best hit has the
+Output: one row per search (see :data:`OUTPUTS`).  The best hit has the
 highest score; ties go to the lower E-value, then the lower rank, then the
 smaller hit_id.  Missing values sort last and are never invented: a best hit
 without identity has ``best_identity`` NaN.  Score statistics ignore missing
@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analytics.registry import Analysis
-from analytics.schema import Column, conform, empty, require_columns
+from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.catalog import HITS
 from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError
@@ -37,26 +37,31 @@ COLUMNS = (
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 
-OUTPUT_TYPES: dict[str, str] = {
-    "search_id": "str",
-    "query_id": "str",
-    "library": "str",
-    "program": "str",
-    "n_hits": "int64",
-    "n_scored": "int64",
-    "score_min": "float64",
-    "score_p25": "float64",
-    "score_median": "float64",
-    "score_p75": "float64",
-    "score_max": "float64",
-    "score_mean": "float64",
-    "best_hit_id": "str",
-    "best_rank": "Int64",
-    "best_score": "float64",
-    "best_evalue": "float64",
-    "best_bits": "float64",
-    "best_identity": "float64",
-}
+#: The output columns: name, dtype, meaning, unit.  Scores are the first HSP's raw scores (the
+#: scoring matrix's units); the statistics ignore hits without one.
+OUTPUTS = (
+    OutputColumn("search_id", "str", "the search (query block): `searches.search_id`", ""),
+    OutputColumn("query_id", "str", "the query sequence's identifier", ""),
+    OutputColumn("library", "str", "the library searched", ""),
+    OutputColumn("program", "str", "the FASTA-suite program (ssearch36, fasta36, ...)", ""),
+    OutputColumn("n_hits", "int64", "hits the search reported", "count"),
+    OutputColumn("n_scored", "int64", "hits with a score (the score statistics are over them)", "count"),
+    OutputColumn("score_min", "float64", "lowest score of the search's hits", "raw score"),
+    OutputColumn("score_p25", "float64", "25th percentile of the hits' scores (linear interpolation)", "raw score"),
+    OutputColumn("score_median", "float64", "median score of the hits", "raw score"),
+    OutputColumn("score_p75", "float64", "75th percentile of the hits' scores (linear interpolation)", "raw score"),
+    OutputColumn("score_max", "float64", "highest score of the hits", "raw score"),
+    OutputColumn("score_mean", "float64", "mean score of the hits", "raw score"),
+    OutputColumn("best_hit_id", "str", "the best hit's library sequence (highest score; ties: lower E-value, "
+                                       "then rank, then hit id)", ""),
+    OutputColumn("best_rank", "Int64", "the best hit's 1-based rank in the search", ""),
+    OutputColumn("best_score", "float64", "raw score of the best hit's first HSP", "raw score"),
+    OutputColumn("best_evalue", "float64", "E-value of the best hit's first HSP", "E-value"),
+    OutputColumn("best_bits", "float64", "bit score of the best hit's first HSP", "bits"),
+    OutputColumn("best_identity", "float64", "identity of the best hit's first HSP (missing when not reported)",
+                 "fraction (0-1)"),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 
 def best_hits(df: pd.DataFrame) -> pd.DataFrame:
@@ -145,7 +150,7 @@ ANALYSIS = Analysis(
     partition=best_hits,
     output="query_best_hits",
     output_id="search_id",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     file_prefix=search_id_prefix,  # a search's groups come from one file: updated incrementally
     questions=("the best hit of query X (in every library searched)",
                "searches whose best hit has an E-value below E, best first",

@@ -31,15 +31,16 @@ only a structure) counts as ``task_no_formula``.  Two formulas agree when their
 compositions have the same elements in the same atomic fractions (to 1e-6), so
 ``Fe0.4O0.6`` agrees with ``Fe2O3`` although pymatgen does not reduce the former.
 
-Output: one row per material with a formula (see :data:`OUTPUT_TYPES`);
+Output: one row per material with a formula (see :data:`OUTPUTS`);
 ``n_tasks`` distinct linked task ids, ``n_found`` of them in ``tasks``,
 ``n_compared`` of those with a formula, ``n_mismatched`` of those with another
 reduced formula, listed in ``mismatched_task_ids`` with their formulas in
 ``mismatched_formulas`` (same order).  The ids are an **array**, not a joined
 string: ``{mismatched_task_ids: "mp-123"}`` finds the material that task
 contradicts through a multikey index, and the Parquet column is a list of
-strings.  ``consistent`` is ``n_mismatched == 0`` (also true when nothing could
-be compared: ``n_compared`` says how much was).  Left out, counted by reason
+strings (declared ``list<string>``: so typed even when every list is empty).
+``consistent`` is ``n_mismatched == 0`` (also true when nothing could be
+compared: ``n_compared`` says how much was).  Left out, counted by reason
 (:data:`EXCLUDED`): materials without a formula or with one pymatgen cannot
 parse; linked tasks without a usable formula are counted per link.
 """
@@ -53,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis, Side, gather_partials
-from analytics.schema import Column, conform, empty, require_columns
+from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.catalog import MATERIALS, TASKS
 from ingest.documents.materials import ELEMENTS
 from ingest.errors import AnalysisError
@@ -85,18 +86,22 @@ TASK_COLUMNS = (
     Column("elements", "elements", "list<string>"),
 ) + amount_columns("composition") + amount_columns("composition_unit_cell")
 
-OUTPUT_TYPES: dict[str, str] = {
-    "material_id": "str",
-    "reduced_formula": "str",
-    "formula_source": "str",
-    "n_tasks": "int64",
-    "n_found": "int64",
-    "n_compared": "int64",
-    "n_mismatched": "int64",
-    "mismatched_task_ids": "object",
-    "mismatched_formulas": "object",
-    "consistent": "bool",
-}
+#: The output columns: name, dtype, meaning, unit.
+OUTPUTS = (
+    OutputColumn("material_id", "str", "the material (`materials._id`)", ""),
+    OutputColumn("reduced_formula", "str", "the material's reduced formula (pymatgen's)", ""),
+    OutputColumn("formula_source", "str", "where the formula was read: `composition` or `formula_pretty`", ""),
+    OutputColumn("n_tasks", "int64", "distinct task ids the material links (`task_ids`)", "count"),
+    OutputColumn("n_found", "int64", "of those, tasks present in `tasks`", "count"),
+    OutputColumn("n_compared", "int64", "of those, tasks with a usable formula", "count"),
+    OutputColumn("n_mismatched", "int64", "of those, tasks with another reduced formula", "count"),
+    OutputColumn("mismatched_task_ids", "list<string>", "the ids of those tasks (empty when every compared task "
+                                                        "agrees; `mismatched_task_ids has \"<task_id>\"`)", ""),
+    OutputColumn("mismatched_formulas", "list<string>", "their reduced formulas, in the same order", ""),
+    OutputColumn("consistent", "bool", "no compared task has another formula (`n_mismatched == 0`; also true "
+                                       "when none was compared)", ""),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 #: Counts of what was left out, by reason.
 EXCLUDED = ("material_no_formula", "material_unparseable_formula", "task_no_formula", "task_unparseable_formula")
@@ -346,7 +351,7 @@ ANALYSIS = Analysis(
     combine=formula_combine,
     output="formula_consistency",
     output_id="material_id",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     questions=("which materials have a linked task whose reduced formula differs from theirs",
                "which material does task T contradict",
                "are the tasks of the materials with reduced formula F consistent"),

@@ -1,7 +1,7 @@
 """hit_distributions: per program, the distributions of the hits' identity and E-value.
 
 Input: one row per hit with ``program`` and the first HSP's ``identity`` and
-``evalue``.  Output: one row per (program, measure, bin) (:data:`OUTPUT_TYPES`),
+``evalue``.  Output: one row per (program, measure, bin) (:data:`OUTPUTS`),
 fixed bins whatever the data:
 
 * ``identity``: :data:`IDENTITY_BINS` bins of width 0.05 over [0, 1], each
@@ -16,6 +16,10 @@ included); decade bins only where there are hits (the decades span hundreds of
 orders of magnitude), so a missing decade means 0.  ``share`` is the bin's part
 of the program's hits with that measure.
 
+Copies of one search in several files count once (:mod:`analytics.copies`:
+the hits are grouped on their search's fingerprint, one copy of each kept; the copies
+left out are counted, ``copies``).
+
 Partition: counts per (program, measure, bin) of its hits; combine: their sums,
 once.  Hits left out of a measure are counted by reason: no program, no
 identity / E-value, an identity outside [0, 1], a negative or non-finite E-value.
@@ -28,11 +32,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from analytics import copies
 from analytics.registry import Analysis, gather_partials
-from analytics.schema import Column, conform, empty, require_columns
+from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.catalog import HITS
 
 COLUMNS = (
+    *copies.COLUMNS,
     Column("program", "program", "string"),
     Column("evalue", "hsps.0.evalue", "float64"),
     Column("identity", "hsps.0.identity", "float64"),
@@ -47,19 +53,25 @@ LOG10_EVALUE = "log10_evalue"
 PARTIAL_TYPES: dict[str, str] = {"program": "str", "measure": "str", "bin": "int64", "count": "int64"}
 ZERO_BIN = -(10**6)
 
-OUTPUT_TYPES: dict[str, str] = {
-    "key": "str",
-    "program": "str",
-    "measure": "str",
-    "bin_lo": "float64",
-    "bin_hi": "float64",
-    "label": "str",
-    "evalue_zero": "bool",
-    "count": "int64",
-    "share": "float64",
-}
+#: The output columns: name, dtype, meaning, unit.
+_BOUND_UNIT = "identity: fraction (0-1); log10_evalue: log10(E-value)"
+OUTPUTS = (
+    OutputColumn("key", "str", "the row's id: `<program>|<measure>|<label>`", ""),
+    OutputColumn("program", "str", "the FASTA-suite program", ""),
+    OutputColumn("measure", "str", "what is binned: `identity` (first HSP) or `log10_evalue` (one decade a bin)",
+                 ""),
+    OutputColumn("bin_lo", "float64", "the bin's lower bound, included (missing for the E = 0 bin)", _BOUND_UNIT),
+    OutputColumn("bin_hi", "float64", "the bin's upper bound, excluded but for the last identity bin's 1.0 "
+                                      "(missing for the E = 0 bin)", _BOUND_UNIT),
+    OutputColumn("label", "str", "the bin as text: `[0.90, 0.95)`, `1e-5 <= E < 1e-4`, `E = 0`", ""),
+    OutputColumn("evalue_zero", "bool", "the bin of E-values of exactly 0 (no logarithm: no bounds)", ""),
+    OutputColumn("count", "int64", "hits of the program in the bin (copies of a search in several files counted "
+                                   "once)", "count"),
+    OutputColumn("share", "float64", "the bin's part of the program's hits with that measure", "fraction (0-1)"),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
-EXCLUDED = ("no_program", "no_identity", "identity_out_of_range", "no_evalue", "bad_evalue")
+EXCLUDED = ("no_program", "no_identity", "identity_out_of_range", "no_evalue", "bad_evalue", "copies")
 
 
 def identity_bin(identity: np.ndarray) -> np.ndarray:
@@ -91,6 +103,7 @@ def evalue_bin(evalue: np.ndarray) -> np.ndarray:
 def hits_partial(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     """Counts per (program, measure, bin) in one partition, and the hits left out of each measure."""
     require_columns(df, INPUT_COLUMNS, "hit_distributions")
+    df, n_copies = copies.one_copy(df)
     program = df["program"].astype("object")
     has_program = program.notna().to_numpy()
     identity = pd.to_numeric(df["identity"], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
@@ -104,6 +117,7 @@ def hits_partial(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
         "identity_out_of_range": int((has_program & known_identity & ~good_identity).sum()),
         "no_evalue": int((has_program & ~known_evalue).sum()),
         "bad_evalue": int((has_program & known_evalue & ~good_evalue).sum()),
+        "copies": n_copies,
     }
     parts = []
     for measure, keep, bins in ((IDENTITY, has_program & good_identity, lambda m: identity_bin(identity[m])),
@@ -217,9 +231,10 @@ ANALYSIS = Analysis(
     columns=COLUMNS,
     partition=hits_partial,
     combine=hits_combine,
+    group_key=copies.GROUP_KEY,
     output="hit_distributions",
     output_id="key",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     questions=("how identity is distributed among the hits of program P",
                "how many hits of program P have an E-value below 1e-k, or exactly 0"),
     indexes=((("program", 1), ("measure", 1)),),

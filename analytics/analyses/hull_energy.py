@@ -32,7 +32,7 @@ reported once, from the first by name.  The maximal systems are found in
 unit of work of its own (:func:`hull_per_group`, one Dask task; many small ones
 are packed together, at most :data:`MAX_UNITS` units).
 
-Output: one row per document (:data:`OUTPUT_TYPES`): ``recomputed`` is
+Output: one row per document (:data:`OUTPUTS`): ``recomputed`` is
 pymatgen's ``get_e_above_hull`` (eV/atom), ``difference`` ``recomputed -
 stored`` (missing without a stored value).  :func:`hull_summary` gives the
 distribution of the differences (the run's ``summary`` and the Parquet
@@ -51,7 +51,7 @@ import pandas as pd
 
 from analytics.analyses.formula_consistency import amount_columns, compositions, document_formula, usable_amounts
 from analytics.registry import Analysis, gather_partials
-from analytics.schema import Column, conform, empty, require_columns
+from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.catalog import MATERIALS
 from ingest.errors import AnalysisError
 
@@ -74,21 +74,27 @@ PARTIAL_TYPES: dict[str, str] = {
     "amounts": "object", "formula": "object", "formation_energy_per_atom": "float64", "stored": "float64",
 }
 
-OUTPUT_TYPES: dict[str, str] = {
-    "doc_id": "str",
-    "material_id": "str",
-    "population": "str",
-    "chemsys": "str",
-    "hull_system": "str",
-    "formula": "str",
-    "formation_energy_per_atom": "float64",
-    "stored": "float64",
-    "recomputed": "float64",
-    "difference": "float64",
-    "abs_difference": "float64",
-    "on_hull": "bool",
-    "n_hull_entries": "int64",
-}
+#: The output columns: name, dtype, meaning, unit.
+OUTPUTS = (
+    OutputColumn("doc_id", "str", "the document (`materials._id`): a material document or an entry", ""),
+    OutputColumn("material_id", "str", "its Materials Project id (mp-...)", ""),
+    OutputColumn("population", "str", "`material` or `entry`: the population whose hull it is measured against",
+                 ""),
+    OutputColumn("chemsys", "str", "its chemical system, elements joined by - (Fe-O)", ""),
+    OutputColumn("hull_system", "str", "the maximal chemical system whose phase diagram gave `recomputed`", ""),
+    OutputColumn("formula", "str", "its reduced formula", ""),
+    OutputColumn("formation_energy_per_atom", "float64", "its formation energy, as stored", "eV/atom"),
+    OutputColumn("stored", "float64", "energy above the convex hull as stored (`energy_above_hull`; missing when "
+                                      "the document has none)", "eV/atom"),
+    OutputColumn("recomputed", "float64", "energy above the convex hull recomputed from the formation energies "
+                                          "(pymatgen `PhaseDiagram.get_e_above_hull`)", "eV/atom"),
+    OutputColumn("difference", "float64", "`recomputed - stored` (missing without a stored value)", "eV/atom"),
+    OutputColumn("abs_difference", "float64", "`|recomputed - stored|`", "eV/atom"),
+    OutputColumn("on_hull", "bool", "on the recomputed hull (`recomputed` at most 1e-8 eV/atom)", ""),
+    OutputColumn("n_hull_entries", "int64", "documents in its phase diagram (elemental references not counted)",
+                 "count"),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 EXCLUDED = ("no_formation_energy", "no_composition", "unparseable_formula", "hull_failed")
 
@@ -362,7 +368,7 @@ ANALYSIS = Analysis(
     summary=hull_summary,
     output="hull_energy",
     output_id="doc_id",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     questions=("the documents whose recomputed energy above hull differs most from the stored one",
                "the energies above hull of material M, stored and recomputed",
                "the documents on the recomputed hull of chemical system S"),

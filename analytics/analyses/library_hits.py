@@ -2,9 +2,12 @@
 
 Input: one row per hit with ``search_id, query_id, library, hit_id`` and the
 first HSP's ``evalue`` and ``identity``.  Output: one row per library sequence
-(``library`` + ``hit_id``; :data:`OUTPUT_TYPES`): ``n_hits`` (hits naming it, over
+(``library`` + ``hit_id``; :data:`OUTPUTS`): ``n_hits`` (hits naming it, over
 every search and program), ``n_queries`` (distinct queries that hit it),
 ``n_searches``, ``best_evalue`` (the lowest; 0 when a hit had E = 0),
+every count of distinct searches and hits: copies of one search in several files
+count once (:mod:`analytics.copies`; the copies left out are counted,
+``copies``),
 ``mean_identity`` over the hits with an identity (``n_identity`` of them),
 the longest ``hit_length`` and the first description seen.  Rows are sorted by
 ``n_hits`` (most first), then ``n_queries``, then the best E-value, and
@@ -24,12 +27,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analytics import copies
 from analytics.registry import Analysis
-from analytics.schema import Column, empty, require_columns
+from analytics.schema import Column, OutputColumn, empty, output_dtypes, require_columns
 from ingest.catalog import HITS
 
 COLUMNS = (
-    Column("search_id", "search_id", "string"),
+    *copies.COLUMNS,
     Column("query_id", "query_id", "string"),
     Column("library", "library", "string"),
     Column("hit_id", "hit_id", "string"),
@@ -40,22 +44,27 @@ COLUMNS = (
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 
-OUTPUT_TYPES: dict[str, str] = {
-    "sequence": "str",
-    "rank": "int64",
-    "library": "str",
-    "hit_id": "str",
-    "hit_description": "str",
-    "hit_length": "Int64",
-    "n_hits": "int64",
-    "n_queries": "int64",
-    "n_searches": "int64",
-    "best_evalue": "float64",
-    "mean_identity": "float64",
-    "n_identity": "int64",
-}
+#: The output columns: name, dtype, meaning, unit.
+OUTPUTS = (
+    OutputColumn("sequence", "str", "the row's id: `<library>|<hit_id>`, `%` and `|` percent-escaped", ""),
+    OutputColumn("rank", "int64", "1 = most hit (by hits, then distinct queries, then best E-value)", ""),
+    OutputColumn("library", "str", "the library searched", ""),
+    OutputColumn("hit_id", "str", "the library sequence's identifier", ""),
+    OutputColumn("hit_description", "str", "the library sequence's description (the first seen)", ""),
+    OutputColumn("hit_length", "Int64", "the library sequence's length (the longest reported)", "residues"),
+    OutputColumn("n_hits", "int64", "hits naming the sequence, over every search and program (copies of a "
+                                    "search in several files counted once)", "count"),
+    OutputColumn("n_queries", "int64", "distinct queries that hit it", "count"),
+    OutputColumn("n_searches", "int64", "distinct searches that hit it (by their fingerprint)", "count"),
+    OutputColumn("best_evalue", "float64", "the lowest E-value of its hits' first HSPs (0 when one had E = 0)",
+                 "E-value"),
+    OutputColumn("mean_identity", "float64", "mean identity of its hits' first HSPs, over those with one",
+                 "fraction (0-1)"),
+    OutputColumn("n_identity", "int64", "hits with an identity (the mean's denominator)", "count"),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
-EXCLUDED = ("no_library", "no_hit_id")
+EXCLUDED = ("no_library", "no_hit_id", "copies")
 _KEY = ["library", "hit_id"]
 
 
@@ -71,9 +80,10 @@ def sequence_key(library: str, hit_id: str) -> str:
 def library_partial(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
     """One partition's sums per sequence and its distinct (sequence, query/search) pairs; counts left out."""
     require_columns(df, INPUT_COLUMNS, "library_hits")
+    df, n_copies = copies.one_copy(df)
     no_library = df["library"].isna()
     no_hit = df["hit_id"].isna() & ~no_library
-    excluded = {"no_library": int(no_library.sum()), "no_hit_id": int(no_hit.sum())}
+    excluded = {"no_library": int(no_library.sum()), "no_hit_id": int(no_hit.sum()), "copies": n_copies}
     data = df[~no_library & ~no_hit].copy()
     data["library"] = data["library"].astype("object")
     data["hit_id"] = data["hit_id"].astype("object")
@@ -92,7 +102,7 @@ def library_partial(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str
         "hit_description": groups["hit_description"].first(),
     }).reset_index()
     pairs = {name: data.loc[data[name].notna(), _KEY + [name]].drop_duplicates()
-             for name in ("query_id", "search_id")}
+             for name in ("query_id", "search_fingerprint")}
     return {"sums": sums, **pairs}, excluded
 
 
@@ -106,7 +116,7 @@ def library_combine(partials: list[tuple[dict, dict[str, int]]]) -> tuple[pd.Dat
         if len(part["sums"]):
             sums.append(part["sums"])
             queries.append(part["query_id"])
-            searches.append(part["search_id"])
+            searches.append(part["search_fingerprint"])
     if not sums:
         return empty(OUTPUT_TYPES), excluded
     groups = pd.concat(sums, ignore_index=True).groupby(_KEY, sort=True)
@@ -172,9 +182,10 @@ ANALYSIS = Analysis(
     columns=COLUMNS,
     partition=library_partial,
     combine=library_combine,
+    group_key=copies.GROUP_KEY,
     output="library_hits",
     output_id="sequence",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     questions=("which library sequences (chromosomes) are hit most",
                "how often was sequence Y of library L hit, by how many queries, how well",
                "the library sequences of library L, most hit first"),

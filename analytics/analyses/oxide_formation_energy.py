@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis
-from analytics.schema import Column, conform, empty, require_columns
+from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.catalog import MATERIALS
 
 COLUMNS = (
@@ -45,14 +45,18 @@ PARTIAL_TYPES: dict[str, str] = {
     "max_formation_energy": "float64",
 }
 
-OUTPUT_TYPES: dict[str, str] = {
-    "formation_energy_ceil": "int64",
-    "count": "int64",
-    "mean_band_gap": "float64",
-    "n_band_gap": "int64",
-    "min_formation_energy": "float64",
-    "max_formation_energy": "float64",
-}
+#: The output columns: name, dtype, meaning, unit.
+OUTPUTS = (
+    OutputColumn("formation_energy_ceil", "int64", "the bin: oxides whose formation energy is in (c-1, c], "
+                                                   "c = ceil(formation_energy_per_atom)", "eV/atom"),
+    OutputColumn("count", "int64", "oxides in the bin", "count"),
+    OutputColumn("mean_band_gap", "float64", "mean band gap of the bin's oxides with one (missing when none has)",
+                 "eV"),
+    OutputColumn("n_band_gap", "int64", "oxides of the bin with a band gap (the mean's denominator)", "count"),
+    OutputColumn("min_formation_energy", "float64", "the lowest formation energy in the bin", "eV/atom"),
+    OutputColumn("max_formation_energy", "float64", "the highest formation energy in the bin", "eV/atom"),
+)
+OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 #: The counts of input records left out, by reason.
 EXCLUDED = ("no_formation_energy", "no_elements")
@@ -187,7 +191,7 @@ ANALYSIS = Analysis(
     combine=oxide_combine,
     output="oxide_formation_energy",
     output_id="formation_energy_ceil",
-    output_types=OUTPUT_TYPES,
+    outputs=OUTPUTS,
     questions=("how many oxides form below E eV/atom, and their mean band gap",),
     plot=plot_oxides,
 )

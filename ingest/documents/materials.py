@@ -16,6 +16,9 @@ of the current MP summary schema: ``material_id`` (materials only),
 ``formula_pretty`` (from ``pretty_formula``), ``composition`` (from
 ``unit_cell_formula``), ``energy_above_hull`` (from
 ``e_above_hull``), ``formation_energy_per_atom`` (from ``e_form_per_atom``),
+``energy_per_atom`` (materials; from ``final_energy_per_atom``), ``formula_anonymous``
+(materials; from ``anonymous_formula``, a string or the legacy ``{"A": 1.0, "B": 2.0}``
+object, written as pymatgen does: amounts reduced, ascending, ``AB2``),
 ``band_gap`` / ``is_gap_direct`` (from the legacy ``band_gap.search_gap``),
 ``symmetry`` (from the legacy ``spacegroup``), ``elements`` (sorted; from
 ``composition``, the formula or the structure's sites), ``nelements``,
@@ -30,8 +33,24 @@ Other changes, all undone by ``from_document``:
 
 * Mongo extended-JSON ``{"$oid": hex}`` becomes an ``ObjectId`` and
   ``{"$date": ms | iso-string | {"$numberLong": ms}}`` a UTC ``datetime``
-  (non-millisecond forms are kept verbatim in ``_ingest.restore``).  Other
-  ``$`` wrappers and pymatgen/monty ``{"@module": ...}`` dicts stay as they are.
+  (non-millisecond forms are kept verbatim in ``_ingest.restore``).  Other ``$``
+  wrappers and pymatgen/monty ``{"@module": ...}`` dicts stay as they are (but see
+  the dates below).
+* **Dates are BSON dates.**  A field named in :data:`DATE_FIELDS` (``last_updated``,
+  ``completed_at``, ``created_at``, ``last_modified``, ``build_date``, ``_bt``), at any
+  depth and in lists of objects (``calcs_reversed.N.completed_at``,
+  ``origins.N.last_updated``, ``builder_meta.build_date``, ``data.last_updated``), that
+  holds an ISO 8601 string or a monty-serialised datetime (``{"@module": "datetime",
+  "@class": "datetime", "string": ...}``, as pymatgen entries' ``data.last_updated``)
+  becomes a UTC ``datetime`` (read by :func:`ingest.dates.parse_iso`: with ``T`` or a
+  space, with or without fractional seconds, ``Z``/offset or naive; a naive time is UTC,
+  as the Materials Project writes it; an offset is converted to UTC; truncated to the
+  millisecond).  The string (or the monty object) itself goes to ``_ingest.restore``,
+  so the original comes back exactly.  A value there that cannot be read as a date (and
+  a ``{"$date": ...}`` anywhere that cannot) is kept as found and reported through the
+  ``warn`` callback of :func:`to_document` / :func:`record_document` as one line
+  ``path: value reason`` (``completed_at: "yesterday" is not an ISO 8601 date or
+  date-time``); ``null`` is kept silently.
 * Keys MongoDB cannot store or query (``$`` first, containing ``.`` or NUL) are
   percent-escaped (``%24``, ``%2E``, ``%00``; a literal ``%`` becomes ``%25``),
   as are the top-level names the pipeline uses itself (``_ingest``,
@@ -54,19 +73,43 @@ record sets the file aside before anything of it is written.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from bson.decimal128 import Decimal128
 from bson.objectid import ObjectId
 
+from ingest.dates import parse_iso
 from ingest.errors import InputError, ParseError
 from ingest.parsers.materials import Record, classify
 
-__all__ = ["ELEMENTS", "to_document", "from_document", "record_document"]
+__all__ = ["ELEMENTS", "DATE_FIELDS", "LEGACY_NAMES", "to_document", "from_document", "record_document",
+           "legacy_names_markdown"]
+
+#: Field names that hold a date wherever they occur (found in the real Materials Project documents
+#: and in emmet's schemas: ``builder_meta.build_date``, ``origins[].last_updated``).
+DATE_FIELDS = frozenset({"last_updated", "completed_at", "created_at", "last_modified", "build_date", "_bt"})
+
+#: Legacy (and older summary) field names and the current name each is aliased to:
+#: (legacy name, current name, collection kind, how).  The README's table is made from it.
+LEGACY_NAMES = (
+    ("task_id", "material_id", "material", "legacy_material and xas documents: the material id (as a string)"),
+    ("pretty_formula", "formula_pretty", "any", "as it is"),
+    ("anonymous_formula", "formula_anonymous", "material",
+     'a string as it is; the legacy `{"A": 1.0, "B": 2.0}` object written as pymatgen does (`AB2`)'),
+    ("unit_cell_formula", "composition", "any", "as it is"),
+    ("e_above_hull", "energy_above_hull", "any", "a number, as it is"),
+    ("e_form_per_atom", "formation_energy_per_atom", "any", "a number, as it is"),
+    ("final_energy_per_atom", "energy_per_atom", "material", "a number, as it is"),
+    ("band_gap.search_gap.band_gap", "band_gap", "material",
+     "the number replaces the legacy object, which is kept in `_ingest.displaced.band_gap`"),
+    ("band_gap.search_gap.is_direct", "is_gap_direct", "material", "a boolean, as it is"),
+    ("spacegroup", "symmetry", "material", "its crystal_system, symbol, number, point_group"),
+)
 
 ENCODING_VERSION = 1
 MAX_DEPTH = 100  # MongoDB refuses documents nested deeper than this
@@ -145,6 +188,32 @@ def _legacy_band_gap(value: Any) -> tuple[float, Any] | None:
     return None
 
 
+def _amount(value: float) -> str:
+    """An amount in a formula as pymatgen writes it: 1 omitted, whole numbers without a point."""
+    if value == 1:
+        return ""
+    if abs(value - round(value)) < 1e-8:
+        return str(int(round(value)))
+    return str(round(value, 8))
+
+
+def _anonymous_formula(value: Any) -> str | None:
+    """``formula_anonymous`` from a legacy ``anonymous_formula``: a string as it is, or the object
+    ``{"A": 1.0, "B": 2.0}`` (letters to amounts) as pymatgen's ``anonymized_formula`` writes it
+    (whole amounts divided by their gcd, ascending amounts lettered A, B, ...: ``AB2``)."""
+    if isinstance(value, str):
+        return value or None
+    if not isinstance(value, dict) or not value or len(value) > 26:
+        return None
+    amounts = list(value.values())
+    if not all(re.fullmatch(r"[A-Z]", k) for k in value) or not all(_number(a) and a > 0 for a in amounts):
+        return None
+    if all(float(a).is_integer() for a in amounts):
+        divisor = math.gcd(*(int(a) for a in amounts))
+        amounts = [a / divisor for a in amounts]
+    return "".join(chr(65 + i) + _amount(a) for i, a in enumerate(sorted(amounts)))
+
+
 def _aliases(raw: dict, kind: str, doc_type: str) -> tuple[dict, dict]:
     """(added fields, displaced originals), both keyed by top-level name."""
     added: dict[str, Any] = {}
@@ -178,6 +247,11 @@ def _aliases(raw: dict, kind: str, doc_type: str) -> tuple[dict, dict]:
         add("formation_energy_per_atom", raw["e_form_per_atom"])
 
     if kind == "material":
+        if _number(raw.get("final_energy_per_atom")):
+            add("energy_per_atom", raw["final_energy_per_atom"])
+        anonymous = _anonymous_formula(raw.get("anonymous_formula"))
+        if anonymous:
+            add("formula_anonymous", anonymous)
         legacy_gap = _legacy_band_gap(raw.get("band_gap"))
         if legacy_gap is not None:
             displaced["band_gap"] = raw["band_gap"]
@@ -269,12 +343,40 @@ def _wrapper(d: dict) -> tuple[Any, bool] | None:
         return (dt, False) if dt is not None else None
     if isinstance(inner, str):
         try:
-            dt = datetime.fromisoformat(inner)
-            dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
-        except (ValueError, OverflowError):  # not ISO 8601, or out of range once in UTC
+            return parse_iso(inner), False
+        except ValueError:  # not ISO 8601, or out of range once in UTC
             return None
-        return dt.replace(microsecond=dt.microsecond // 1000 * 1000), False
     return None
+
+
+_MONTY_DATETIME = ({"@module", "@class", "string"}, {"@module", "@class", "string", "@version"})
+
+
+def _monty_datetime(d: dict) -> bool:
+    """Whether ``d`` is a monty-serialised ``datetime`` (``{"@module": "datetime", "@class": "datetime", ...}``)."""
+    return d.get("@class") == "datetime" and d.get("@module") == "datetime" and set(d) in _MONTY_DATETIME
+
+
+def _date_wrapper(d: dict) -> bool:
+    """Whether ``d`` is written as a date (``{"$date": ...}`` or a monty datetime), readable or not."""
+    return (len(d) == 1 and "$date" in d) or _monty_datetime(d)
+
+
+def _shown(value: Any, width: int = 80) -> str:
+    """A value as a warning shows it: JSON, cut to ``width`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
 
 
 _PLAIN = frozenset({float, bool, type(None)})  # stored as they are, no check needed
@@ -314,8 +416,9 @@ class _Encoder:
     Paths are linked tuples ``(parent_path, key_or_index)`` so that descending costs O(1).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
         self.restore: list[dict] = []
+        self.warn = warn
 
     def enc(self, value: Any, path: tuple | None, depth: int, convert: bool = True) -> Any:
         t = type(value)
@@ -324,6 +427,41 @@ class _Encoder:
         if t is list:
             return self._list(value, path, depth, convert)
         return _scalar(value)
+
+    def _warn(self, path: tuple | None, value: Any, reason: str) -> None:
+        if self.warn is not None:
+            where = ".".join(str(step) for step in _unwind(path))
+            self.warn(f"{where}: {_shown(value)} {reason}")
+
+    def date(self, value: Any, path: tuple, depth: int) -> Any:
+        """The value of a field named in DATE_FIELDS: a UTC datetime where it holds a date (the string kept
+        in ``restore``), else the value as found (and a warning, unless it is null)."""
+        t = type(value)
+        if t is str:
+            try:
+                when = parse_iso(value)
+            except ValueError as exc:
+                self._warn(path, value, str(exc))
+                return _scalar(value)
+            self.restore.append({"path": _unwind(path), "value": value})
+            return when
+        if value is None:
+            return None
+        if t is dict:
+            if _monty_datetime(value):
+                try:
+                    when = parse_iso(value["string"])
+                except ValueError as exc:
+                    self._warn(path, value, f"is a datetime whose string {exc}")
+                else:
+                    self.restore.append({"path": _unwind(path), "value": self._dict(value, None, depth, convert=False)})
+                    return when
+            stored = self._dict(value, path, depth, True)
+            if type(stored) is not datetime and not _date_wrapper(value):  # an unreadable wrapper warned already
+                self._warn(path, value, "is an object, not a date")
+            return stored
+        self._warn(path, value, f"is {_kind_of(value)}, not a date")
+        return self.enc(value, path, depth)
 
     def _list(self, value: list, path: tuple | None, depth: int, convert: bool) -> list:
         if depth >= MAX_DEPTH:
@@ -361,10 +499,15 @@ class _Encoder:
                     original = self._dict(value, None, depth, convert=False)
                     self.restore.append({"path": _unwind(path), "value": original})
                 return bson_value
+            if "$date" in value:
+                self._warn(path, value, "is not a date this reads ($date: milliseconds, ISO 8601 or $numberLong)")
         out = {}
         cached = _KEY_CACHE.get
         for k, v in value.items():
             sk = cached(k) or _stored_key(k)
+            if convert and k in DATE_FIELDS:
+                out[sk] = self.date(v, (path, k), depth + 1)
+                continue
             t = type(v)
             if t is float or t is bool or v is None:
                 out[sk] = v
@@ -434,14 +577,17 @@ def _dec(value: Any) -> Any:
     return value
 
 
-def to_document(raw: dict) -> dict:
-    """The document to store for ``raw`` (see the module docstring); raises :class:`ParseError`."""
-    return _to_document(raw, *classify(raw))
+def to_document(raw: dict, warn: Callable[[str], None] | None = None) -> dict:
+    """The document to store for ``raw`` (see the module docstring); raises :class:`ParseError`.
+
+    ``warn`` (optional) is called with one line ``path: value reason`` per date value that cannot
+    be read as a date (kept as found)."""
+    return _to_document(raw, *classify(raw), warn=warn)
 
 
-def _to_document(raw: dict, kind: str, doc_type: str, key: str) -> dict:
+def _to_document(raw: dict, kind: str, doc_type: str, key: str, warn: Callable[[str], None] | None = None) -> dict:
     added, displaced = _aliases(raw, kind, doc_type)
-    encoder = _Encoder()
+    encoder = _Encoder(warn)
     doc: dict[str, Any] = {}
     meta: dict[str, Any] = {"v": ENCODING_VERSION, "kind": kind, "type": doc_type, "key": key}
     for index, (name, value) in enumerate(raw.items()):
@@ -453,6 +599,9 @@ def _to_document(raw: dict, kind: str, doc_type: str, key: str) -> dict:
         _check_str(name)
         if name in displaced:
             doc[stored_name] = encoder.enc(added[name], None, 1, convert=False)
+            continue
+        if name in DATE_FIELDS:
+            doc[stored_name] = encoder.date(value, (None, name), 1)
             continue
         doc[stored_name] = encoder.enc(value, (None, name), 1)
     for name, value in added.items():
@@ -501,13 +650,15 @@ def from_document(doc: dict) -> dict:
     return original
 
 
-def record_document(record: Record, *, sha256: str, path: str) -> dict:
+def record_document(record: Record, *, sha256: str, path: str, warn: Callable[[str], None] | None = None) -> dict:
     """The document the loader writes for ``record``, keyed by its natural key.
 
     Raises a :class:`ParseError` naming ``path`` and the record if it cannot be stored.
+    ``warn`` (optional) gets one line ``path: value reason`` per date value kept as found
+    (the loader prefixes the file and line).
     """
     try:
-        doc = _to_document(record.raw, record.kind, record.doc_type, record.key)
+        doc = _to_document(record.raw, record.kind, record.doc_type, record.key, warn=warn)
     except ParseError as exc:
         raise record.error(exc.reason, path) from None
     except RecursionError:
@@ -515,3 +666,12 @@ def record_document(record: Record, *, sha256: str, path: str) -> dict:
     doc["_id"] = record.key
     doc["_source"] = {"path": path, "sha256": sha256, "line": record.line}
     return doc
+
+
+def legacy_names_markdown() -> str:
+    """The README's table of :data:`LEGACY_NAMES` (``tests/test_materials_parser.py`` checks both)."""
+    kinds = {"any": "materials and tasks", "material": "materials"}
+    lines = ["| legacy name | current name | in | how |", "|---|---|---|---|"]
+    for legacy, current, kind, how in LEGACY_NAMES:
+        lines.append(f"| `{legacy}` | `{current}` | {kinds[kind]} | {how.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"

@@ -145,7 +145,9 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
             for message in item.warnings:  # numbers that are not finite (the value policy)
                 outcome.warn(f"{version.key}:{item.line}: {message}", MAX_ERRORS_KEPT)
             try:  # build its document: pass 2 must not meet a bad one
-                doc = record_document(item, sha256=version.sha256, path=outcome.path)
+                doc = record_document(item, sha256=version.sha256, path=outcome.path,  # dates kept as found
+                                      warn=lambda message: outcome.warn(f"{version.key}:{item.line}: {message}",
+                                                                        MAX_ERRORS_KEPT))
             except ParseError as exc:
                 item = exc
             else:

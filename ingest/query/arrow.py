@@ -13,7 +13,8 @@ An export's columns are curated fields (:mod:`ingest.curated`): a name, a docume
 * the **type rules** of each kind (:data:`ACCEPTS`).  A field may be missing or null; a
   ``float64`` takes BSON doubles and integers (an int64 only within ±2⁵³, where a double
   holds it exactly), an ``int64`` only integers (a double, even 2.0, is not an int), a
-  ``string`` strings, a ``bool`` booleans, a ``list<string>`` an array of strings (and nulls).
+  ``string`` strings, a ``bool`` booleans, a ``list<string>`` an array of strings (and nulls),
+  a ``date`` BSON dates (Arrow ``timestamp[ms, tz=UTC]``; a date kept as a string is set aside).
 
 A batch goes one of two ways (:class:`Converter`):
 
@@ -55,6 +56,7 @@ ACCEPTS = {
     "int64": {"int", "long"},
     "bool": {"bool"},
     "list<string>": {"array"},
+    "date": {"date"},
 }
 _CODES = {"double": 0x01, "string": 0x02, "object": 0x03, "array": 0x04, "binData": 0x05, "undefined": 0x06,
           "objectId": 0x07, "bool": 0x08, "date": 0x09, "null": 0x0A, "regex": 0x0B, "dbPointer": 0x0C,
@@ -62,7 +64,7 @@ _CODES = {"double": 0x01, "string": 0x02, "object": 0x03, "array": 0x04, "binDat
           "long": 0x12, "decimal": 0x13, "maxKey": 0x7F, "minKey": 0xFF}
 #: Type bytes a batch may hold under a name of each kind without leaving the fast way.
 _QUIET = {"string": {0x02}, "float64": {0x01, 0x10}, "int64": {0x10, 0x12}, "bool": {0x08},
-          "list<string>": {0x04}, "struct": {0x03}, "list": {0x04}}
+          "list<string>": {0x04}, "date": {0x09}, "struct": {0x03}, "list": {0x04}}
 _EXACT_DOUBLE = 2**53
 
 
@@ -70,7 +72,7 @@ def arrow_type(kind: str):
     import pyarrow as pa
 
     return {"string": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(),
-            "list<string>": pa.list_(pa.string())}[kind]
+            "list<string>": pa.list_(pa.string()), "date": pa.timestamp("ms", tz="UTC")}[kind]
 
 
 def bson_type_name(value: Any) -> str:

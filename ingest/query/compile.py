@@ -24,8 +24,8 @@ filter (the rules mongod 8.2 follows, as SecantusDB measured and wrote them down
 path that meets a list looks into its element documents (and, for a numeric part, takes
 the element at that index too); a value matches when it, or any element of a list
 value, does; comparisons hold only between values of one type bracket (numbers with
-numbers, strings with strings, booleans with booleans, so ``evalue < 1`` never matches
-a string E-value); ``== null`` matches a field missing on any branch of the path;
+numbers, strings with strings, booleans with booleans, dates with dates, so ``evalue < 1``
+never matches a string E-value nor ``last_updated >= "2024-01-01"`` a date kept as a string); ``== null`` matches a field missing on any branch of the path;
 ``!=`` and ``not in`` are the negations of ``==`` and ``in``.  ``tests/test_query.py``
 holds the server to it on random documents.
 
@@ -38,6 +38,7 @@ whether the query must avoid an index walk over numbers (:mod:`ingest.query.plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from ingest.query import QueryError
@@ -161,17 +162,27 @@ def _bracket(v: Any) -> str | None:
         return "number"
     if isinstance(v, str):
         return "string"
+    if isinstance(v, datetime):
+        return "date"
     return None
 
 
+def _utc(v: Any) -> Any:
+    """A datetime as an aware UTC one (pymongo decodes BSON dates as naive UTC); anything else as it is."""
+    if isinstance(v, datetime) and v.tzinfo is None:
+        return v.replace(tzinfo=timezone.utc)
+    return v
+
+
 def _same(a: Any, b: Any) -> bool:
-    """MongoDB equality of two scalars: numbers across int/float, never a bool with a number."""
-    return _bracket(a) == _bracket(b) is not None and a == b
+    """MongoDB equality of two scalars: numbers across int/float, never a bool with a number, dates with dates."""
+    return _bracket(a) == _bracket(b) is not None and _utc(a) == _utc(b)
 
 
 def _order(a: Any, op: str, b: Any) -> bool:
     if _bracket(a) != _bracket(b) or _bracket(a) in (None, "null"):
         return False
+    a, b = _utc(a), _utc(b)
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 

@@ -21,8 +21,12 @@ operators.  The language (also in the README)::
 
 Types: a number field takes numbers, a string field strings, a bool field true/false
 (== and != only), a list field only ``has`` / ``exists`` / ``missing``; ``null`` only
-with ``==`` / ``!=`` / ``in`` (``x == null``: missing or null).  A raw path (backquoted,
-dot-separated, no ``$``) is not type-checked.  Errors name the 1-based column.
+with ``==`` / ``!=`` / ``in`` (``x == null``: missing or null).  A ``date`` field takes
+strings in ISO 8601 (``last_updated >= "2024-01-01"``, ``"2024-01-31T12:00:00Z"``,
+``"2024-01-31 12:00:00+02:00"``), read by :func:`ingest.dates.parse_iso` into a UTC
+datetime: a date alone is midnight UTC, a time without ``Z`` or offset is UTC, to the
+millisecond.  A raw path (backquoted, dot-separated, no ``$``) is not type-checked (a
+string stays a string there).  Errors name the 1-based column.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.dates import FORMS, parse_iso
 from ingest.query import QueryError
 
 __all__ = ["GRAMMAR", "FieldRef", "Compare", "In", "Has", "Exists", "And", "Or", "Not", "Node", "parse",
@@ -246,6 +251,15 @@ def _check(field: FieldRef, op: str, v: _Value, text: str) -> Any:
         if op in _ORDER:
             raise QueryError("--where", f"{field.name} is true or false: compare it with == or !=", v.column, text)
         return value
+    if kind == "date":  # an ISO 8601 string, as a UTC datetime
+        if not isinstance(value, str):
+            raise QueryError("--where", f"{field.name} holds dates, written as ISO 8601 strings ({FORMS}); "
+                             f"{v.text} is {_describe(value)}", v.column, text)
+        try:
+            return parse_iso(value)
+        except ValueError as exc:
+            raise QueryError("--where", f"{field.name} holds dates; {v.text} {exc} (write {FORMS}; no Z or offset: "
+                             "UTC)", v.column, text) from None
     raise QueryError("--where", f"{field.name}: unknown kind {kind}", field.column, text)
 
 

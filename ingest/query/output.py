@@ -12,6 +12,8 @@ comes, so memory does not grow with the result (``--format parquet`` goes throug
 * ``jsonl``: one JSON object per document, field names as columns; NaN and infinities
   as Extended JSON (``{"$numberDouble": "NaN"}``), ids and dates as strings.
 
+Dates (in every text format) are ISO 8601 in UTC to the millisecond: ``2024-01-31T12:00:00.000Z``.
+
 ``--out FILE`` is written to a temporary file next to it and renamed when complete
 (:func:`atomic_output`), so a reader never sees half a file.
 """
@@ -25,7 +27,10 @@ import os
 import sys
 import tempfile
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Iterable, Iterator
+
+from ingest.dates import format_iso
 
 __all__ = ["BATCH", "TABLE_SAMPLE", "TABLE_WIDTH", "atomic_output", "rows", "write_rows", "text_value"]
 
@@ -73,6 +78,8 @@ def text_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, (list, dict)):
         return json.dumps(_json_value(value), ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, datetime):
+        return format_iso(value)
     return str(value)
 
 
@@ -85,6 +92,8 @@ def _json_value(value: Any) -> Any:
         return [_json_value(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, datetime):
+        return format_iso(value)
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)

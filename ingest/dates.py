@@ -1,0 +1,67 @@
+"""ISO 8601 date/time strings as UTC datetimes: one reading for stored documents and queries.
+
+:func:`parse_iso` reads what Materials Project documents write (``2024-04-12 04:58:56.734259``,
+``2022-07-26T14:23:04.840+00:00``, ``2018-07-19T18:49:53.596+0000``, ``2013-06-23T16:27:42.000Z``)
+and what an analyst types in a ``--where`` expression (``"2024-01-01"``):
+
+* ``YYYY-MM-DD``, optionally followed by ``T`` (or ``t``, or one space) and ``HH:MM``,
+  ``HH:MM:SS`` or ``HH:MM:SS.f...`` (any number of fractional digits, ``.`` or ``,``);
+* then optionally ``Z``/``z`` or an offset ``+HH:MM``, ``+HHMM``, ``+HH`` (or ``-``), only
+  after a time.
+
+A date alone is midnight.  A **naive** value (no ``Z``, no offset) is read **as UTC**: the
+Materials Project writes its timestamps in UTC without saying so (emmet's ``utcnow()``).  A
+value with an offset is converted to UTC.  The result is a timezone-aware UTC ``datetime``
+truncated to the millisecond, the precision of a BSON date (MongoDB and pymongo truncate
+too).  Anything else (leading or trailing blanks, ``24:00``, a leap second ``:60``, a
+month 13, a year outside 1..9999 once in UTC) raises ``ValueError`` with a short reason.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+__all__ = ["parse_iso", "format_iso", "FORMS"]
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"([Zz]|[+-]\d{2}(?::?\d{2})?)?)?\Z", re.ASCII)
+
+#: The accepted forms, for messages.
+FORMS = '"2024-01-31", "2024-01-31T12:00:00", "2024-01-31 12:00:00.123456", "2024-01-31T12:00:00Z" or "...+02:00"'
+
+
+def parse_iso(text: str) -> datetime:
+    """``text`` as a UTC-aware datetime truncated to the millisecond; ValueError (with a reason) if it is not one."""
+    m = _ISO.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError("is not an ISO 8601 date or date-time")
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    micro = int((fraction or "")[:6].ljust(6, "0"))
+    try:
+        value = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
+                         micro // 1000 * 1000, tzinfo=timezone.utc)
+    except ValueError as exc:  # month 13, day 31 in April, hour 24, second 60, year 0
+        raise ValueError(f"is not a valid date-time ({exc})") from None
+    if zone and zone not in "Zz":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"has an impossible UTC offset {zone}")
+        try:
+            value = value - sign * timedelta(hours=hours, minutes=minutes)
+        except OverflowError:
+            raise ValueError("is out of range once converted to UTC") from None
+    return value
+
+
+def format_iso(value: datetime) -> str:
+    """A datetime as ISO 8601 in UTC to the millisecond with ``Z`` (a naive one is UTC): ``2024-01-31T12:00:00.000Z``."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    value = value.astimezone(timezone.utc)
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:"
+            f"{value.second:02d}.{value.microsecond // 1000:03d}Z")
