@@ -340,7 +340,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                 report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
             if not gone:
                 try:
-                    _load_rows(timings, stopped.summary, 0.0)
+                    _load_rows(timings, stopped.summary, None, None)  # the files' own clocks span it
                 except SciIngestError:
                     pass  # the server is gone: the report still says what was done
         return report
