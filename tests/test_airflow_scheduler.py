@@ -89,20 +89,25 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
     airflow = str(REPO / ".venv" / "bin" / "airflow")
 
     def backfill(reprocess: str) -> None:
-        for _ in range(3):  # Airflow's CLI on a SQLite metadata database meets "database is locked" while the
+        for _ in range(30):  # Airflow's CLI on a SQLite metadata database meets "database is locked" while the
             # scheduler writes (a deferred transaction upgraded to a write gets no busy wait): its transaction
-            # was rolled back, so it is tried again, as a user would
+            # was rolled back, so it is tried again, as a user would; likewise while the scheduler has not yet
+            # marked the previous backfill complete in its own transaction ("Another backfill is running")
             proc = subprocess.run([airflow, "backfill", "create", "--dag-id", "sci_ingest_landing", "--from-date",
                                    "2026-11-01", "--to-date", "2026-11-03", "--reprocess-behavior", reprocess],
                                   env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
-            if proc.returncode == 0 or "database is locked" not in proc.stderr:
+            if proc.returncode == 0 or not any(m in proc.stderr for m in ("database is locked",
+                                                                           "Another backfill is running")):
                 break
-            time.sleep(2)
+            time.sleep(3)
         assert proc.returncode == 0, proc.stderr[-2000:]
+        created[0] += 1
+
+    created = [0]  # backfills created so far: an empty list from the API is not "all done"
 
     def backfills_done():
         found = api.call("GET", "/api/v2/backfills?dag_id=sci_ingest_landing")["backfills"]
-        return all(b.get("completed_at") for b in found)
+        return len(found) >= created[0] and all(b.get("completed_at") for b in found)
 
     n = len(_runs(api, "sci_ingest_landing"))
     backfill("none")  # 11-01 has a run already: only 11-02 and 11-03 get one
