@@ -119,6 +119,9 @@ class Query:
     #: a long query searched in segments (parsers/pasta/segments.py): {index, count, offset, length};
     #: query_length is then the whole query's
     query_segment: dict[str, int] | None = None
+    #: the residues searched, in the alignments' numbering, when not the whole sequence from 1
+    #: (a subrange "query.fa:101-400", an "@C:N" header, "-o"): {start, end} (parsers/pasta/segments.py)
+    query_range: dict[str, int] | None = None
     query_type: str | None = None
     library_type: str | None = None
     searched_strand: str | None = None
@@ -129,6 +132,10 @@ class Query:
     statistics: str | None = None
     library: str | None = None
     library_range: str | None = None
+    #: a subrange FASTA cut from every library sequence ("lib.fa:101-500" on the command line):
+    #: {start, end} (end absent for "lib.fa:101-"); hit coordinates count in the whole sequence,
+    #: hit_length is the cut piece's
+    library_subrange: dict[str, int] | None = None
     library_sequences: int | None = None
     library_residues: int | None = None
     params: dict[str, Any] | None = None

@@ -91,10 +91,17 @@ field               source
 =================== =================================================================
 query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN aa vs``)
 query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty)
-query_length        LEN of the ``  N>>>`` line; for a query searched in segments the sum of
-                    its segments' lengths (the whole query)
+query_length        LEN of the ``  N>>>`` line (of the summary line when FASTA cut the title at
+                    511 bytes); for a query searched in segments the sum of its segments'
+                    lengths (the whole query)
 query_fragments     ``in K fragments`` of the ``  N>>>`` line (fasts/fastm/fastf, tfast*)
-query_segment       a long query's segment: ``{index, count, offset, length}`` (segments.py)
+query_segment       a long query's segment: ``{index, count, offset, length}`` (segments.py;
+                    ``printed_offset`` where FASTA's numbering was corrected)
+library_subrange    ``{start, end}`` of a library subrange (``Library: lib.fa:101-500``): FASTA cut
+                    every library sequence to it (``hit_length`` is the piece's)
+query_range         what a block searched when not the whole sequence from 1 (a subrange
+                    ``file:101-400``, an ``@C:N`` header, ``-o``): ``{start, end}`` in the
+                    alignments' numbering, read from their ``; sq_offset:`` (segments.py)
 query_type          ``"protein"``/``"dna"``: fastx/fasty query is DNA, tfastx/tfasty
                     query is protein, otherwise the unit of the query line (aa/nt;
                     ``"dna"`` means nucleotides: an RNA query, ``-n``/``-U``, is "dna"

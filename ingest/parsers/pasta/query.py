@@ -16,10 +16,11 @@ from ingest.parsers.pasta.checking import _parse_hit
 from ingest.parsers.pasta.common import _HitContext, _decode, _typed
 from ingest.parsers.pasta.fastpath import _fast_hits
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
-from ingest.parsers.pasta.segments import Segments, continuation_description
+from ingest.parsers.pasta.segments import TITLE_MAX, Block, Segments, continuation_description
 from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
+SQ_OFFSET_REACH = 1 << 16  # bytes from a query's first hit line to its first "; sq_offset:" (a few hundred, as printed)
 # "; pg_*"/"; mp_*" lines read before -> their (key, typed value) pairs: most repeat from one
 # query to the next of a run (program, matrix, gap penalties, algorithm): 0.01-0.03 s of a
 # 0.6 s parse of 900 DNA queries (benchmarks/make_large_pasta.sh), measured
@@ -27,9 +28,13 @@ _PARAM_LINES: dict[bytes, tuple] = {}
 
 _QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?"
                      rb"(?:\s+in\s+(?P<fragments>\d+)\s+fragments)?\s*$")  # fastf/fasts/fastm: peptide sets
+# any query line: one whose title FASTA cut at TITLE_MAX bytes may have lost its " - LEN aa"
+_QANY = re.compile(rb"^\s*(\d+)>>>(.*?)( \((?:reverse complement|forward-only)\))?$")
+_STATS_N0 = re.compile(rb"\bn0: *(\d+)")
 _QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
 _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
 _LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
+_LIB_SUBRANGE = re.compile(rb":(?:(\d+)-(\d*)|-(\d+))$")  # "Library: lib.fa:101-500"
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
 # "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
 # in a run whose command line has such a -m option, the next query line or ">>>///" ends
@@ -46,6 +51,36 @@ _TRANSLATED = {
     "tfastf": ("protein", "dna"),
     "tfastm": ("protein", "dna"),
 }
+
+
+class _QLine:
+    """A query line ``  N>>>TITLE[ (note)]``: TITLE as printed (``DESCRIPTION - LEN aa``, cut by
+    FASTA at TITLE_MAX bytes), the length and unit it states (None when the title is full: a
+    cut one may have lost them, and the block's summary line gives them)."""
+
+    __slots__ = ("number", "title", "text", "length", "unit", "note", "fragments")
+
+    def __init__(self, number, title, text, length, unit, note, fragments):
+        self.number, self.title, self.text, self.length = number, title, text, length
+        self.unit, self.note, self.fragments = unit, note, fragments
+
+
+def _query_line(line: bytes) -> _QLine | None:
+    """The query line ``line`` is, or None."""
+    m = _QSTART.match(line)
+    if m is not None:
+        end = m.end("fragments") if m.group("fragments") is not None else m.end(4)
+        title = line[m.start(2):end]
+        if len(title) < TITLE_MAX:
+            return _QLine(m.group(1), title, m.group(2), int(m.group(3)), m.group(4), m.group(5),
+                          m.group("fragments"))
+    elif len(line) < TITLE_MAX or b">>>" not in line[:24]:
+        return None
+    c = _QANY.match(line)
+    if c is None or len(c.group(2)) != TITLE_MAX:
+        return None
+    note = c.group(3).strip()[1:-1] if c.group(3) else None
+    return _QLine(c.group(1), c.group(2), c.group(2), None, None, note, None)
 
 
 class _Run:
@@ -92,24 +127,26 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
                 warn(f"{source}:1: a UTF-8 byte order mark before the first line was skipped")
         if first_content is None and line.strip():
             first_content = line
-        m = _QSTART.match(line)
-        if m:
+        ql = _query_line(line) if b">>>" in line[:24] else None
+        if ql is not None:
             if run.complete:  # a new run without a header line
                 run = _Run(run.index + 1)
             query_index += 1
             line_no = r.line_no
-            continued = held.continues(run, m)
+            continued = held.continues(run, ql.title, ql.length, ql.unit, ql.fragments)
             if not continued:
-                yield from held.flush(r, dicts)
-            q = _parse_query(r, m, run, query_index, sequences, warn, dicts, fast)
+                yield from held.flush(r, dicts, warn)
+            elif ql.unit is None:  # a cut title: a segment's unit is its query's
+                ql.unit = held.blocks[-1].unit
+            q, length, unit, offset = _parse_query(r, ql, run, query_index, sequences, warn, dicts, fast)
             if continued:
                 continuation_description(q, held.first(), dicts)
-            held.add(q, line_no, run, m)
+            held.add(Block(q, line_no, run, ql.title, length, unit, offset))
             run.queries += 1
             preamble = 0
             continue
         if line.startswith((b">>>///", b"# ")):  # the end of a run ends a query, and its segments
-            yield from held.flush(r, dicts)
+            yield from held.flush(r, dicts, warn)
         if len(line) - len(line.translate(None, _CONTROL)) > 1:
             raise r.error("binary data (control characters): not a text report", r.line_no)
         if line.startswith(b">>>///"):
@@ -152,7 +189,7 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
             f"input ends after query {query_index} without the '>>>///' end-of-run line (truncated output?)",
             max(r.line_no, 1),
         )
-    yield from held.flush(r, dicts)
+    yield from held.flush(r, dicts, warn)
 
 
 def _types(program: str | None, unit: bytes) -> tuple[str, str]:
@@ -164,18 +201,24 @@ def _types(program: str | None, unit: bytes) -> tuple[str, str]:
     return t, t
 
 
-def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences: bool, warn,
-                 dicts: bool = False, fast: bool = True) -> Query | dict:
-    """The query block that starts at the ``  N>>>`` line matched by ``m``: a Query,
-    or with ``dicts`` its ``to_dict()``; ``fast=False`` sends every alignment to the
+def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences: bool, warn,
+                 dicts: bool = False, fast: bool = True) -> tuple:
+    """The query block that starts at the query line ``ql``: (a Query, or with ``dicts``
+    its ``to_dict()``; the block's length and unit; the numbering offset of its first
+    alignment or None, see segments.py).  ``fast=False`` sends every alignment to the
     checking path."""
-    q, nameless = _new_query(r, m, run, query_index, warn)
-    unit = m.group(4)
-    table, ended = _read_header(r, q, run, nameless, warn)
+    q, nameless = _new_query(r, ql, run, query_index, warn)
+    line = r.line_no
+    table, ended = _read_header(r, q, run, nameless, warn, ql)
+    unit = ql.unit
+    if q.query_length is None or unit is None:
+        raise r.error("the query line's title was cut at 511 bytes by FASTA and the block states no "
+                      "length and unit of its own (no summary line): a layout this parser does not know", line)
     if ended:  # a query without alignments
         _finish(r, q, unit, table, [], warn)
-        return q.to_dict() if dicts else q
+        return (q.to_dict() if dicts else q), q.query_length, unit, None
     _read_params(r, q, run, warn)
+    printed = _first_sq_offset(r)
 
     # ---- hit blocks
     qtype, ltype = _types(q.program, unit)
@@ -190,20 +233,50 @@ def _parse_query(r: _Reader, m: re.Match, run: _Run, query_index: int, sequences
     ctx.pattern = run.layout
     _read_hits(r, q, run, ctx, hits, ids, fast, warn)
     run.layout = ctx.pattern
+    offset = _numbering_offset(printed, hits, q.query_length, hit_dicts)
     _finish(r, q, unit, table, hits, warn, ids, hit_dicts)
     if hit_dicts:
         q.hits = []
         d = q.to_dict()
         d["hits"] = hits
-        return d
-    return q.to_dict() if dicts else q
+        return d, q.query_length, unit, offset
+    return (q.to_dict() if dicts else q), q.query_length, unit, offset
 
 
-def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
-    """The Query of the ``  N>>>`` line matched by ``m`` (the line just read), with what
-    the run's header says, and whether the query has no name."""
+def _first_sq_offset(r: _Reader) -> int | None:
+    """The ``; sq_offset:`` of the first alignment's query side (the first one after the
+    summary's parameter lines), read ahead in the buffer (filled as needed, up to
+    SQ_OFFSET_REACH bytes: a pipe may hand over a few bytes at a time); None if not there."""
+    while True:
+        buf, pos = r.buf, r.pos
+        i = buf.find(b"\n; sq_offset: ", pos, pos + SQ_OFFSET_REACH)
+        j = buf.find(b"\n", i + 14) if i >= 0 else -1
+        if j >= 0 or (i >= 0 and r.eof):
+            try:
+                return int(buf[i + 14 : j if j >= 0 else len(buf)])
+            except ValueError:
+                return None
+        if len(buf) - pos >= SQ_OFFSET_REACH or not r.fill():
+            return None
+
+
+def _numbering_offset(printed: int | None, hits: list, length: int, dicts: bool) -> int | None:
+    """The block's numbering offset O (its residues are numbered O+1 .. O+length) from the
+    first alignment's query-side ``sq_offset`` (O+1; O+length+1 on the reverse strand)."""
+    if printed is None or not hits:
+        return None
+    hsps = hits[0]["hsps"] if dicts else hits[0].hsps
+    if not hsps:
+        return None
+    strand = hsps[0].get("query_strand") if dicts else hsps[0].query_strand
+    return printed - 1 - (length if strand == "-" else 0)
+
+
+def _new_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
+    """The Query of the query line ``ql`` (the line just read), with what the run's header
+    says, and whether the query has no name."""
     qline = r.line_no
-    text = _decode(m.group(2), "query description", r.source, qline, warn)
+    text = _decode(ql.text, "query description", r.source, qline, warn)
     # a FASTA header with a space after ">" has no name for FASTA: its summary line
     # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
     # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
@@ -213,16 +286,16 @@ def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tu
         query_id=parts[0],
         query_index=query_index,
         query_description=(parts[1].strip() or None) if len(parts) > 1 else None,
-        query_length=int(m.group(3)),
+        query_length=ql.length,
         program=run.program,
         version=run.version,
         command=run.command,
         run_index=run.index,
-        run_query_number=int(m.group(1)),
+        run_query_number=int(ql.number),
     )
-    if m.group("fragments") is not None:
-        q.query_fragments = int(m.group("fragments"))
-    note = m.group(5)
+    if ql.fragments is not None:
+        q.query_fragments = int(ql.fragments)
+    note = ql.note
     if note is not None:
         q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
         if q.searched_strand is None:
@@ -230,7 +303,7 @@ def _new_query(r: _Reader, m: re.Match, run: _Run, query_index: int, warn) -> tu
     return q, nameless
 
 
-def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple[tuple | None, bool]:
+def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLine) -> tuple[tuple | None, bool]:
     """The header of query ``q``: library, statistics, best-scores table, up to its
     summary line (``>>>ID, LEN aa vs LIB library``).  Returns the table (columns, -m 9
     columns or None, rows, line of the first row, any ``+-`` row) or None, and True
@@ -260,13 +333,16 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple
             if q.library is None:
                 q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
             said = int(sm.group(2))
+            if ql.length is None:  # a cut title: this line gives the length
+                q.query_length, ql.unit = said, sm.group(3)
+                return table, False
             # fastf/fasts/fastm count the commas between a query's peptides on this line
             expected = q.query_length + (q.query_fragments - 1 if q.query_fragments else 0)
             if said != expected and warn is not None:  # the query line's length is the one kept
                 warn(f"{source}:{r.line_no}: the query summary says {said} {sm.group(3).decode()} but the "
                      f"query line says {q.query_length}; the query line's length is kept")
             return table, False
-        if _QSTART.match(line):
+        if _query_line(line) is not None:
             raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
         if line.startswith(b">") or line.startswith(b";"):
             raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
@@ -288,10 +364,16 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn) -> tuple
                 q.library_range = rg.group(1).decode("latin-1").strip() or None
                 lib = lib[: rg.start()]
             q.library = _decode(lib, "library name", source, r.line_no, warn) or None
+            sub = _LIB_SUBRANGE.search(lib)
+            if sub is not None:  # FASTA cuts every library sequence to it (comp_lib9.c, opt_text)
+                start, end = (int(sub.group(1)), sub.group(2)) if sub.group(1) else (1, sub.group(3))
+                q.library_subrange = {"start": start, "end": int(end)} if end else {"start": start}
         elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
             q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
         elif line.startswith(b"Statistics:"):
             q.statistics = _decode(line[11:].strip(), "statistics", source, r.line_no, warn) or None
+            if ql.length is None and (n0 := _STATS_N0.search(line)) is not None:
+                q.query_length = int(n0.group(1))  # a cut title without hits: the statistics' query length
         elif line.startswith(b"Algorithm:"):
             q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
 
@@ -387,7 +469,7 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, id
 def _ends_unterminated(run: _Run, line: bytes) -> bool:
     """True if ``line`` ends a query of a run without ``>>><<<`` (-m F10, -m 9i): it is
     the next query's line or the end of the run."""
-    return run.unterminated and (line.startswith(b">>>///") or _QSTART.match(line) is not None)
+    return run.unterminated and (line.startswith(b">>>///") or _query_line(line) is not None)
 
 
 def _base(program: str | None) -> str:
