@@ -90,6 +90,31 @@ with open("inputs/clone_long.fna", "w") as f:
     f.write("\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
 PY
 cat inputs/clone_long.fna inputs/mgstm1.nt > inputs/clone_long_and_short.fna
+# where a query sits in its sequence (issue 26): the clone numbered from 1,000,001 by an "@C:" in its
+# header; the clone under a 495-character NCBI-style title ending in a space (FASTA keeps 511 bytes
+# of a title: the " - N nt" of later segments is cut); a short query under a 600-character title
+# (no " - N nt" at all); two pieces of the clone as a library (20001-21000, inside the first read,
+# and 50001-50500, in the second); the titin protein twice (68,700 aa: two segments)
+python3 - <<'PY'
+lines = open("inputs/clone_long.fna").read().split("\n", 1)
+seq = "".join(lines[1].split())
+body = "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n"
+words = "gi|900100|ref|NC_900100.1| Synthetic clone for title-length tests, " + "long description " * 30
+with open("inputs/clone_long_at_c.fna", "w") as f:
+    f.write(">clone_at_c synthetic clone numbered from 1000001 @C:1000001\n" + body)
+with open("inputs/clone_long_title.fna", "w") as f:
+    f.write(">" + words[:494] + " \n" + body)
+short = "".join(open("inputs/mgstm1.nt").read().split("\n", 1)[1].split())
+with open("inputs/long_title_query.fna", "w") as f:
+    f.write(">" + words[:600] + "\n" + "\n".join(short[i:i + 60] for i in range(0, len(short), 60)) + "\n")
+with open("inputs/clone_pieces.fna", "w") as f:
+    for name, a, b in (("clone_20001_21000", 20001, 21000), ("clone_50001_50500", 50001, 50500)):
+        piece = seq[a - 1:b]
+        f.write(f">{name} residues {a}-{b} of clone_long\n" + "\n".join(piece[i:i + 60] for i in range(0, len(piece), 60)) + "\n")
+titin = "".join(open("inputs/titin_hum.aa").read().split("\n", 1)[1].split())
+with open("inputs/titin_twice.aa", "w") as f:
+    f.write(">TITIN_TWICE titin (TITIN_HUM) twice, 68700 aa\n" + "\n".join((titin * 2)[i:i + 60] for i in range(0, 2 * len(titin), 60)) + "\n")
+PY
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -168,6 +193,34 @@ run tfastf36_peptides.m10         tfastf36 -m 10 -T 1 -z 3 inputs/m1r.aa inputs/
 # line gains " - N nt" at each), then an ordinary query
 run fasta36_long_query.m10         fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna inputs/gst.nlib
 run ssearch36_long_query.m10       ssearch36 -m 10 -T 1 -z 3 inputs/clone_long_and_short.fna inputs/mgstm1.nt
+
+# ---- where a query sits in its sequence (issue 26; segments.py has what FASTA's source says)
+# a subrange of the query ("file:start-end", "file:start-", "file:-end"): alignments numbered in the
+# whole sequence; FASTA cuts the first query of the file only
+run ssearch36_subrange.m10         ssearch36 -m 10 -T 1 -z 3 inputs/mgstm1.nt:101-400 inputs/gst.nlib
+run ssearch36_subrange_multi.m10   ssearch36 -m 10 -T 1 -z 3 -E 0.5 inputs/prot_queries.fa:11-100 inputs/prot_lib.fa
+run ggsearch36_subrange_head.m10   ggsearch36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:-100 inputs/prot_lib.fa
+run fasta36_subrange_open.m10      fasta36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:101- inputs/prot_lib.fa
+# a subrange of the library ("lib:101-500"): FASTA cuts every library sequence to it; hit coordinates
+# in the whole sequence, the table's length the piece's
+run ssearch36_lib_subrange.m10     ssearch36 -m 10 -T 1 -z 3 inputs/mgstm1.nt inputs/gst.nlib:101-500
+# a subrange of a long query: FASTA searches it, then goes on past it through the rest of the
+# sequence, numbered from the subrange's length (a defect: those blocks are set aside); a subrange
+# ending past residue 39,990 is searched only up to there
+run ssearch36_long_subrange.m10    ssearch36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces.fna
+run fasta36_long_subrange_cross.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:39001-41000 inputs/gst.nlib
+# segments numbered from an @C: header (FASTA drops it after the first segment: renumbered), from -o
+run fasta36_long_at_c.m10          fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna inputs/gst.nlib
+run fasta36_long_o.m10             fasta36 -m 10 -T 1 -z 3 -o "101 1" inputs/clone_long.fna inputs/gst.nlib
+# long titles: the " - N nt" suffix cut at 511 bytes; a short query whose line has no length at all
+run fasta36_long_title.m10         fasta36 -m 10 -T 1 -z 3 -E 1 inputs/clone_long_title.fna inputs/gst.nlib
+run ssearch36_title_cut.m10        ssearch36 -m 10 -T 1 -z 3 inputs/long_title_query.fna inputs/gst.nlib
+# segments under other options and programs: reverse complement (-i), forward only with -m 9c,
+# translated (fastx36), a protein of 68,700 aa
+run fasta36_long_revcomp.m10       fasta36 -m 10 -T 1 -z 3 -i inputs/clone_long.fna inputs/gst.nlib
+run fasta36_long_3_m9c.m10         fasta36 -m 10 -m 9c -T 1 -z 3 -3 inputs/clone_long.fna inputs/gst.nlib
+run fastx36_long_query.m10         fastx36 -m 10 -T 1 -z 3 inputs/clone_long.fna inputs/prot_lib.fa
+run ssearch36_long_protein.m10     ssearch36 -m 10 -T 1 -z 3 -E 1e-3 inputs/titin_twice.aa inputs/prot_lib.fa
 
 # -m "F10 FILE": -m 10 written to FILE (stdout gets the default -m 0 report)
 ssearch36 -m "F10 ssearch36_F10_file.m10" -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa > /dev/null

@@ -24,6 +24,10 @@ def num(s):
 
 # ---------------- raw text model ----------------
 QSTART = re.compile(r"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\([^()]*\))?(?:\s+in\s+\d+\s+fragments)?\s*$")
+# FASTA keeps 511 bytes of a title: a longer one loses its " - LEN aa", in part or whole; the
+# length is then the summary line's
+QANY = re.compile(r"^\s*(\d+)>>>(.*?)( \((?:reverse complement|forward-only)\))?$")
+QSUMMARY = re.compile(r"^>>>.*, (\d+) (aa|nt) vs ")
 blocks = []  # each: dict(name, length, table=[], aligns=[])
 cur = None
 al = None
@@ -32,8 +36,17 @@ in_table = False
 table_cols = None
 for ln, line in enumerate(text, 1):
     m = QSTART.match(line)
+    ma = QANY.match(line) if not line.startswith(">>>") else None
+    if ma and (m is None or len(ma.group(2)) >= 511):
+        cur = dict(line=ln, announce=ma.group(2), title=ma.group(2), length=None, table=[], aligns=[], summary=None,
+                   cols=None)
+        blocks.append(cur)
+        al = None
+        in_table = False
+        continue
     if m and not line.startswith(">>>"):
-        cur = dict(line=ln, announce=m.group(2), length=int(m.group(3)), table=[], aligns=[], summary=None, cols=None)
+        cur = dict(line=ln, announce=m.group(2), title=ma.group(2) if ma else m.group(2), length=int(m.group(3)),
+                   table=[], aligns=[], summary=None, cols=None)
         blocks.append(cur)
         al = None
         in_table = False
@@ -57,6 +70,9 @@ for ln, line in enumerate(text, 1):
         continue
     if line.startswith(">>>"):
         cur["summary"] = line
+        sm = QSUMMARY.match(line)
+        if cur["length"] is None and sm:
+            cur["length"] = int(sm.group(1))
         al = None
         continue
     if line.startswith(">>") or line.startswith(">--"):
@@ -120,7 +136,32 @@ def load(p):
 J = load(jl) if os.path.getsize(jl) else []
 JN = load(jl_ns) if os.path.exists(jl_ns) and os.path.getsize(jl_ns) else []
 
-res = dict(blocks=len(blocks), json=len(J))
+# ---- segments (a long query: each block's title is the one before plus " - N unit", cut at 511
+# bytes) and the blocks FASTA prints past a long query's subrange ("file:A-B" on the command line,
+# applied to the first query only), which sci-ingest sets aside
+def _continues(prev, cur):
+    t, p = cur["title"], prev["title"]
+    if len(t) < 511:
+        return t.startswith(p) and re.fullmatch(r" - \d+ (aa|nt)", t[len(p):]) is not None
+    if t == p:
+        return prev["length"] == 39990
+    return t.startswith(p) and re.fullmatch(r"( -( (\d+( (n|nt|a|aa)?)?)?)?)?", t[len(p):]) is not None
+
+
+_args = cmdline.split()
+if len(_args) >= 4 and _args[-1].isdigit():
+    _args = _args[:-1]
+subrange = len(_args) >= 3 and re.search(r":(\d+-\d*|-\d+)$", _args[-2]) is not None
+all_blocks = list(blocks)
+set_aside = []
+if subrange and blocks:
+    k = 1
+    while k < len(blocks) and _continues(blocks[k - 1], blocks[k]):
+        k += 1
+    set_aside = list(range(1, k))
+    blocks = [b for i, b in enumerate(blocks) if i not in set_aside]
+
+res = dict(blocks=len(blocks), json=len(J), set_aside=len(set_aside))
 res["summary_lines"] = sum(1 for l in text if l.startswith(">>>") and not l.startswith(">>><<<") and not l.startswith(">>>///"))
 
 
@@ -152,8 +193,10 @@ for bi, (b, q) in enumerate(zip(blocks, J)):
     qn = b["announce"].split()[0] if b["announce"].split() else ""
     if q.get("query_id") != qn and not (qn == "" and not q.get("query_id")):
         flag(f"block {bi+1}: query_id {q.get('query_id')!r} != announce {qn!r}")
-    if q.get("query_length") != b["length"]:
-        flag(f"block {bi+1}: query_length {q.get('query_length')} != {b['length']}")
+    seg = q.get("query_segment") or {}
+    shift = seg["offset"] - seg["printed_offset"] if "printed_offset" in seg else 0  # renumbered (@C:)
+    if (seg.get("length") if seg else q.get("query_length")) != b["length"]:
+        flag(f"block {bi+1}: query_length {q.get('query_length')} (segment {seg.get('length')}) != {b['length']}")
     hits = q.get("hits", [])
     aligned = [h for h in hits if h.get("aligned")]
     n_hitlines = sum(1 for a in b["aligns"] if not a["alt"])
@@ -272,6 +315,8 @@ for bi, (b, q) in enumerate(zip(blocks, J)):
                 continue
             st, sp = int(d["al_start"]), int(d["al_stop"])
             lo, hi = min(st, sp), max(st, sp)
+            if side == "q":
+                lo, hi = lo + shift, hi + shift
             js, je = s.get(pre + "_start"), s.get(pre + "_end")
             if (js, je) != (lo, hi):
                 flag(f"line {a['line']}: {pre} al_start/al_stop {st}-{sp} vs JSON {js}-{je} ({h['hit_id']})")
@@ -317,6 +362,9 @@ if JN:
                 flag(f"query {i+1}: --no-sequences output differs in {sorted(diffk)}:{detail[:300]}")
 
 # --------- input sequence oracle ----------
+AT_C = {}  # sequence id -> N-1 of an "@C:N" in its header (FASTA numbers its residues from N)
+
+
 def read_fasta(p):
     seqs = {}
     try:
@@ -326,6 +374,9 @@ def read_fasta(p):
                 hdr = l[1:].strip()
                 name = hdr.split()[0] if hdr and not hdr[0].isspace() and hdr.split() else None
                 key = name if name else f"__noname{len(seqs)}"
+                at_c = re.search(r"@C:(\d+)", hdr)
+                if at_c:
+                    AT_C[key] = int(at_c.group(1)) - 1
                 seqs[key] = []
                 cur_key = key
             elif seqs:
@@ -379,7 +430,7 @@ if qfile and lfile and os.path.exists(qfile.split(":")[0]) and os.path.exists(lf
                     st, en = s.get(side + "_start"), s.get(side + "_end")
                     if st is None:
                         continue
-                    off = offq if side == "query" else offl
+                    off = (offq if side == "query" else offl) + AT_C.get(sid, 0)
                     if annot:
                         full = "".join(c for c in full if c not in annot)
                     sub = full[st - 1 - off:en - off].upper().replace("U", "T")
@@ -404,6 +455,8 @@ try:
     warnings.simplefilter("ignore")
     qrs = list(SearchIO.parse(m10, "fasta-m10"))
     signal.alarm(0)
+    if set_aside and len(qrs) == len(all_blocks):  # Biopython reads the blocks we set aside
+        qrs = [x for i, x in enumerate(qrs) if i not in set_aside]
     bio = f"ok({len(qrs)} queries)"
     bdiff = []
     # map JSON queries having aligned hits, in order
@@ -445,7 +498,9 @@ try:
                 if ev is not None and "evalue" in js and not close(ev, js["evalue"]):
                     bdiff.append(f"{qr.id}/{bhit.id}: evalue bio {ev} vs json {js['evalue']}")
                 try:
-                    bq = (bs.query_start + 1, bs.query_end)
+                    seg = q.get("query_segment") or {}
+                    sh = seg["offset"] - seg["printed_offset"] if "printed_offset" in seg else 0
+                    bq = (bs.query_start + 1 + sh, bs.query_end + sh)
                     bhh = (bs.hit_start + 1, bs.hit_end)
                 except Exception as e:
                     continue

@@ -224,5 +224,45 @@ run m9i_d2        "ssearch36 -m 10 -m 9i -T 1 -z 3 -d 2 $PQ $PL"
 run m9i_fa_dna_d0 "fasta36 -m 10 -m 9i -T 1 -z 3 -d 0 $NQ $NL"
 run F10_m9i_d0    "ssearch36 -m 'F10,9i out/F10_m9i_d0.m10' -T 1 -z 3 -d 0 $PQ $PL" out/F10_m9i_d0.m10
 
-# report table
-python3 mkreport.py
+# ---- where a query sits in its sequence (issue 26): subranges (the first query of a file only),
+# @C: headers, -o, long queries in segments under other options and programs, titles cut at 511
+# bytes; the blocks FASTA prints past a long query's subrange are set aside (check.py expects it)
+CL=inputs/clone_long.fna
+run sub_ss        "ssearch36 -m 10 -T 1 -z 3 $N:101-400 $NL"
+run sub_multi     "ssearch36 -m 10 -T 1 -z 3 -E 0.5 $PQ:11-100 $PL"
+run sub_head_gg   "ggsearch36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:-100 $PL"
+run sub_open_fa   "fasta36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:101- $PL"
+run sub_stdin     "ssearch36 -m 10 -T 1 -z 3 @:100-200 $PL < inputs/mgstm1.aa"
+run sub_glsearch  "glsearch36 -m 10 -T 1 -z 3 $P:20-150 $L"
+run sub_lalign    "lalign36 -m 10 -T 1 -z 3 $P:20-150 $L"
+run sub_fastx     "fastx36 -m 10 -T 1 -z 3 $N:31-500 $PL"
+run sub_tfastx    "tfastx36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:11-200 $NL"
+run sub_i         "fasta36 -m 10 -T 1 -z 3 -i $N:101-400 $NL"
+run sub_o         "ssearch36 -m 10 -T 1 -z 3 -o '1001 1' $N:101-400 $NL"
+run lib_sub       "ssearch36 -m 10 -T 1 -z 3 $N $NL:101-500"
+run lib_sub_fa    "fasta36 -m 10 -T 1 -z 3 $P $PL:21-120"
+run long_sub_ss   "ssearch36 -m 10 -T 1 -z 3 $CL:20001-21000 inputs/clone_pieces.fna"
+run long_sub_fa   "fasta36 -m 10 -T 1 -z 3 -E 1 $CL:20001-21000 $NL"
+run long_sub_cross "fasta36 -m 10 -T 1 -z 3 $CL:39001-41000 $NL"
+run long_sub_tail "fasta36 -m 10 -T 1 -z 3 $CL:39001- $NL"
+run long_sub_i    "fasta36 -m 10 -T 1 -z 3 -i $CL:20001-21000 $NL"
+run long_sub_fasty "fasty36 -m 10 -T 1 -z 3 $CL:20001-21000 $PL"
+run long_sub_la   "lalign36 -m 10 -T 1 -z 3 $CL:39001-41000 $N"
+run long_at_c     "fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna $NL"
+run long_o        "fasta36 -m 10 -T 1 -z 3 -o '101 1' $CL $NL"
+run long_title    "fasta36 -m 10 -T 1 -z 3 -E 1 inputs/clone_long_title.fna $NL"
+run long_title_ss "ssearch36 -m 10 -T 1 -z 3 inputs/clone_long_title.fna $N"
+run title_cut     "ssearch36 -m 10 -T 1 -z 3 inputs/long_title_query.fna $NL"
+run title_cut_9c  "ssearch36 -m 10 -m 9c -T 1 -z 3 inputs/long_title_query.fna $NL"
+run long_i        "fasta36 -m 10 -T 1 -z 3 -i $CL $NL"
+run long_3_9c     "fasta36 -m 10 -m 9c -T 1 -z 3 -3 $CL $NL"
+run long_m9i      "fasta36 -m 10 -m 9i -T 1 -z 3 inputs/clone_long_and_short.fna $NL"
+run long_F10      "ssearch36 -m 'F10 out/long_F10.m10' -T 1 -z 3 $CL $N" out/long_F10.m10
+run long_fastx    "fastx36 -m 10 -T 1 -z 3 $CL $PL"
+run long_fasty    "fasty36 -m 10 -T 1 -z 3 $CL $PL"
+run long_protein  "ssearch36 -m 10 -T 1 -z 3 -E 1e-3 inputs/titin_twice.aa $PL"
+run long_prot_fa  "fasta36 -m 10 -T 1 -z 3 -E 1e-3 inputs/titin_twice.aa $PL"
+run long_gl       "glsearch36 -m 10 -T 1 -z 3 $N $CL"
+
+# the summary: parsed, refused, disagreements
+"$PY" "$HERE/summary.py" "$SWEEP/results.jsonl"
