@@ -27,7 +27,7 @@ run: install
 	$(BIN)/sci-ingest run
 
 test: install
-	$(BIN)/python -m pytest -q -m "not ui"
+	$(BIN)/python -m pytest -q -m "not ui" --durations=20
 
 # The Airflow UI in a real browser (tests/test_airflow_ui.py, about 2 minutes): Debian's chromium
 # driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs
