@@ -108,6 +108,8 @@ def _guarded(func):
         except (QueryError, UnknownCollection) as exc:
             _err(str(exc))
             return 2
+        except BrokenPipeError:
+            raise  # `query ... | head`: the reader has all it wanted; main() ends quietly, as `parse` does
         except OSError as exc:  # the writers' temporary file is removed by then
             _err(f"cannot write {getattr(args, 'out', None) or 'the output'}: {exc.strerror or exc}")
             return 1

@@ -413,3 +413,18 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_1(mongo_uri, samp
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and f"cannot write {out}" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.parent.exists()
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(mongo_uri, samples):
+    """`sci-ingest query hits | head -1`: the closed pipe ends the command with exit 0 and nothing on
+    stderr, as `sci-ingest parse | head` does (it printed "cannot write the output: Broken pipe", exit 1)."""
+    env = {**os.environ, "MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(_HOME[0])}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    proc = subprocess.Popen([str(BIN), "query", "hits", "--format", "jsonl", "--db", samples.name], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=REPO)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what head does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert first.startswith(b"{")  # one document; the rest (far over a pipe's 64 KiB) is refused by the pipe
+    assert err == ""
