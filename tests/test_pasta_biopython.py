@@ -77,7 +77,6 @@ BIO_PARSES = [
     "fasta36_long_at_c.m10",
     "fasta36_long_o.m10",
     "ssearch36_long_protein.m10",
-    "ssearch36_lib_subrange.m10",  # "lib:101-500": hit coordinates 101-500, the table's length 400
 ]
 # blocks FASTA printed past the subrange of a long query: Biopython reads them, we set them aside
 SET_ASIDE = {"ssearch36_long_subrange.m10": 2, "fasta36_long_subrange_cross.m10": 2}

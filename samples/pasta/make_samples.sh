@@ -202,8 +202,9 @@ run ssearch36_subrange_multi.m10   ssearch36 -m 10 -T 1 -z 3 -E 0.5 inputs/prot_
 run ggsearch36_subrange_head.m10   ggsearch36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:-100 inputs/prot_lib.fa
 run fasta36_subrange_open.m10      fasta36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:101- inputs/prot_lib.fa
 # a subrange of the library ("lib:101-500"): FASTA cuts every library sequence to it; hit coordinates
-# in the whole sequence, the table's length the piece's
-run ssearch36_lib_subrange.m10     ssearch36 -m 10 -T 1 -z 3 inputs/mgstm1.nt inputs/gst.nlib:101-500
+# in the whole sequence, the table's length the piece's.  Kept out of the bundled run (samples/pasta_extra):
+# validation's "hit_length >= hit_end" check (not critical) flags every such hit
+run ../pasta_extra/ssearch36_lib_subrange.m10 ssearch36 -m 10 -T 1 -z 3 inputs/mgstm1.nt inputs/gst.nlib:101-500
 # a subrange of a long query: FASTA searches it, then goes on past it through the rest of the
 # sequence, numbered from the subrange's length (a defect: those blocks are set aside); a subrange
 # ending past residue 39,990 is searched only up to there
