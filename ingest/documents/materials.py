@@ -6,7 +6,7 @@ the loader writes: ``_id`` is the natural key, ``_source`` names the file, its s
 the record's line.  :func:`to_document` makes the same document without ``_id`` and
 ``_source`` from a raw JSON object; :func:`from_document` gives the original back.
 
-The canonical-name aliases are made here, not in the parser: they exist so that
+The canonical-name aliases are made for this form (``aliases.py``), not in the parser: they exist so that
 MongoDB queries by the current field names find old records too, and they are only
 reversible through the ``_ingest`` metadata of this form.
 
@@ -74,7 +74,6 @@ record sets the file aside before anything of it is written.
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -84,9 +83,12 @@ from bson.decimal128 import Decimal128
 from bson.objectid import ObjectId
 
 from ingest.dates import parse_iso
+from ingest.documents.aliases import ELEMENTS, LEGACY_NAMES, aliases, legacy_names_markdown
 from ingest.errors import InputError, ParseError
 from ingest.parsers.materials import Record, classify
 
+# ELEMENTS, LEGACY_NAMES and legacy_names_markdown are aliases.py's, named here too (the
+# stored form's vocabulary, imported from here by the analyses and the tests)
 __all__ = ["ELEMENTS", "DATE_FIELDS", "LEGACY_NAMES", "to_document", "from_document", "record_document",
            "legacy_names_markdown"]
 
@@ -94,196 +96,17 @@ __all__ = ["ELEMENTS", "DATE_FIELDS", "LEGACY_NAMES", "to_document", "from_docum
 #: and in emmet's schemas: ``builder_meta.build_date``, ``origins[].last_updated``).
 DATE_FIELDS = frozenset({"last_updated", "completed_at", "created_at", "last_modified", "build_date", "_bt"})
 
-#: Legacy (and older summary) field names and the current name each is aliased to:
-#: (legacy name, current name, collection kind, how).  The README's table is made from it.
-LEGACY_NAMES = (
-    ("task_id", "material_id", "material", "legacy_material and xas documents: the material id (as a string)"),
-    ("pretty_formula", "formula_pretty", "any", "as it is"),
-    ("anonymous_formula", "formula_anonymous", "material",
-     'a string as it is; the legacy `{"A": 1.0, "B": 2.0}` object written as pymatgen does (`AB2`)'),
-    ("unit_cell_formula", "composition", "any", "as it is"),
-    ("e_above_hull", "energy_above_hull", "any", "a number, as it is"),
-    ("e_form_per_atom", "formation_energy_per_atom", "any", "a number, as it is"),
-    ("final_energy_per_atom", "energy_per_atom", "material", "a number, as it is"),
-    ("band_gap.search_gap.band_gap", "band_gap", "material",
-     "the number replaces the legacy object, which is kept in `_ingest.displaced.band_gap`"),
-    ("band_gap.search_gap.is_direct", "is_gap_direct", "material", "a boolean, as it is"),
-    ("spacegroup", "symmetry", "material", "its crystal_system, symbol, number, point_group"),
-)
-
 ENCODING_VERSION = 1
 MAX_DEPTH = 100  # MongoDB refuses documents nested deeper than this
 
-# fmt: off
-ELEMENTS = frozenset("""
-H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge As Se Br Kr
-Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I Xe Cs Ba La Ce Pr Nd Pm Sm Eu Gd Tb Dy Ho Er Tm
-Yb Lu Hf Ta W Re Os Ir Pt Au Hg Tl Pb Bi Po At Rn Fr Ra Ac Th Pa U Np Pu Am Cm Bk Cf Es Fm Md No
-Lr Rf Db Sg Bh Hs Mt Ds Rg Cn Nh Fl Mc Lv Ts Og
-""".split())
-# fmt: on
 
 _RESERVED_TOP = {"_ingest", "_source"}  # top-level names the pipeline writes itself
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _OID_RE = re.compile(r"[0-9a-fA-F]{24}\Z")
 _NEEDS_ESCAPE = re.compile(r"[%.\x00]|^\$")
 _UNESCAPE = re.compile(r"%([0-9A-F]{2})")
-_SYMBOL_RE = re.compile(r"[A-Z][a-z]?")
-_LEAD_SYMBOL_RE = re.compile(r"\s*([A-Z][a-z]?)")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BIGINT = "%int"  # marker key; an original "%int" is stored as "%25int"
-
-
-# --------------------------------------------------------------------------- aliases
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _elements_from(raw: dict) -> list[str] | None:
-    comp = raw.get("composition")
-    if not isinstance(comp, dict):
-        comp = raw.get("unit_cell_formula")
-    if isinstance(comp, dict) and comp:
-        found = set()
-        for species, amount in comp.items():
-            m = _LEAD_SYMBOL_RE.match(species)
-            if not m or m.group(1) not in ELEMENTS or not _number(amount):
-                return None
-            if amount > 0:
-                found.add(m.group(1))
-        return sorted(found) or None
-    for name in ("formula_pretty", "pretty_formula"):
-        formula = raw.get(name)
-        if isinstance(formula, str) and formula:
-            symbols = _SYMBOL_RE.findall(formula)
-            if symbols and all(s in ELEMENTS for s in symbols) and re.fullmatch(r"[A-Za-z0-9.()\[\]]+", formula):
-                return sorted(set(symbols))
-            return None
-    structure = raw.get("structure")
-    if isinstance(structure, dict) and isinstance(structure.get("sites"), list) and structure["sites"]:
-        found = set()
-        for site in structure["sites"]:
-            species = site.get("species") if isinstance(site, dict) else None
-            if not isinstance(species, list) or not species:
-                return None
-            for sp in species:
-                element = sp.get("element") if isinstance(sp, dict) else None
-                m = _LEAD_SYMBOL_RE.match(element) if isinstance(element, str) else None
-                if not m or m.group(1) not in ELEMENTS:
-                    return None
-                found.add(m.group(1))
-        return sorted(found)
-    return None
-
-
-def _legacy_band_gap(value: Any) -> tuple[float, Any] | None:
-    """(gap, is_direct or None) from the legacy ``band_gap`` object."""
-    if not isinstance(value, dict):
-        return None
-    search = value.get("search_gap")
-    if isinstance(search, dict) and _number(search.get("band_gap")):
-        return search["band_gap"], search.get("is_direct")
-    if _number(value.get("band_gap")):
-        return value["band_gap"], value.get("is_direct")
-    return None
-
-
-def _amount(value: float) -> str:
-    """An amount in a formula as pymatgen writes it: 1 omitted, whole numbers without a point."""
-    if value == 1:
-        return ""
-    if abs(value - round(value)) < 1e-8:
-        return str(int(round(value)))
-    return str(round(value, 8))
-
-
-def _anonymous_formula(value: Any) -> str | None:
-    """``formula_anonymous`` from a legacy ``anonymous_formula``: a string as it is, or the object
-    ``{"A": 1.0, "B": 2.0}`` (letters to amounts) as pymatgen's ``anonymized_formula`` writes it
-    (whole amounts divided by their gcd, ascending amounts lettered A, B, ...: ``AB2``)."""
-    if isinstance(value, str):
-        return value or None
-    if not isinstance(value, dict) or not value or len(value) > 26:
-        return None
-    amounts = list(value.values())
-    if not all(re.fullmatch(r"[A-Z]", k) for k in value) or not all(_number(a) and a > 0 for a in amounts):
-        return None
-    if all(float(a).is_integer() for a in amounts):
-        divisor = math.gcd(*(int(a) for a in amounts))
-        amounts = [a / divisor for a in amounts]
-    return "".join(chr(65 + i) + _amount(a) for i, a in enumerate(sorted(amounts)))
-
-
-def _aliases(raw: dict, kind: str, doc_type: str) -> tuple[dict, dict]:
-    """(added fields, displaced originals), both keyed by top-level name."""
-    added: dict[str, Any] = {}
-    displaced: dict[str, Any] = {}
-
-    def add(name: str, value: Any) -> None:
-        if name not in raw and name not in added:
-            added[name] = value
-
-    if kind == "material":
-        mid = None
-        if doc_type == "entry":
-            data = raw.get("data")
-            if isinstance(data, dict) and isinstance(data.get("material_id"), str):
-                mid = data["material_id"]
-            elif isinstance(raw.get("entry_id"), str):
-                mid = re.sub(r"-(GGA\+U|GGA|r2SCAN|R2SCAN|SCAN|PBEsol)$", "", raw["entry_id"])
-        elif doc_type in ("legacy_material", "xas"):
-            tid = raw.get("task_id")
-            mid = str(tid) if isinstance(tid, (str, int)) and not isinstance(tid, bool) else None
-        if mid:
-            add("material_id", mid)
-
-    if isinstance(raw.get("pretty_formula"), str):
-        add("formula_pretty", raw["pretty_formula"])
-    if isinstance(raw.get("unit_cell_formula"), dict):
-        add("composition", raw["unit_cell_formula"])
-    if _number(raw.get("e_above_hull")):
-        add("energy_above_hull", raw["e_above_hull"])
-    if _number(raw.get("e_form_per_atom")):
-        add("formation_energy_per_atom", raw["e_form_per_atom"])
-
-    if kind == "material":
-        if _number(raw.get("final_energy_per_atom")):
-            add("energy_per_atom", raw["final_energy_per_atom"])
-        anonymous = _anonymous_formula(raw.get("anonymous_formula"))
-        if anonymous:
-            add("formula_anonymous", anonymous)
-        legacy_gap = _legacy_band_gap(raw.get("band_gap"))
-        if legacy_gap is not None:
-            displaced["band_gap"] = raw["band_gap"]
-            added["band_gap"] = legacy_gap[0]
-            if isinstance(legacy_gap[1], bool):
-                add("is_gap_direct", legacy_gap[1])
-        spacegroup = raw.get("spacegroup")
-        if isinstance(spacegroup, dict):
-            sym = {k: spacegroup[k] for k in ("crystal_system", "symbol", "number", "point_group") if k in spacegroup}
-            if sym:
-                add("symmetry", sym)
-        if doc_type == "entry":
-            structure = raw.get("structure")
-            if isinstance(structure, dict):
-                if isinstance(structure.get("sites"), list):
-                    add("nsites", len(structure["sites"]))
-                lattice = structure.get("lattice")
-                if isinstance(lattice, dict) and _number(lattice.get("volume")):
-                    add("volume", lattice["volume"])
-
-    if "elements" in raw:  # the original's own list, if it is one; never second-guessed
-        elements = raw["elements"]
-        if not (isinstance(elements, list) and elements and all(isinstance(e, str) for e in elements)):
-            elements = None
-    else:
-        elements = _elements_from(raw)
-        if elements:
-            add("elements", elements)
-    if elements:
-        add("nelements", len(set(elements)))
-        add("chemsys", "-".join(sorted(set(elements))))
-    return added, displaced
 
 
 # --------------------------------------------------------------------------- encoding
@@ -586,7 +409,7 @@ def to_document(raw: dict, warn: Callable[[str], None] | None = None) -> dict:
 
 
 def _to_document(raw: dict, kind: str, doc_type: str, key: str, warn: Callable[[str], None] | None = None) -> dict:
-    added, displaced = _aliases(raw, kind, doc_type)
+    added, displaced = aliases(raw, kind, doc_type)
     encoder = _Encoder(warn)
     doc: dict[str, Any] = {}
     meta: dict[str, Any] = {"v": ENCODING_VERSION, "kind": kind, "type": doc_type, "key": key}
@@ -666,12 +489,3 @@ def record_document(record: Record, *, sha256: str, path: str, warn: Callable[[s
     doc["_id"] = record.key
     doc["_source"] = {"path": path, "sha256": sha256, "line": record.line}
     return doc
-
-
-def legacy_names_markdown() -> str:
-    """The README's table of :data:`LEGACY_NAMES` (``tests/test_materials_parser.py`` checks both)."""
-    kinds = {"any": "materials and tasks", "material": "materials"}
-    lines = ["| legacy name | current name | in | how |", "|---|---|---|---|"]
-    for legacy, current, kind, how in LEGACY_NAMES:
-        lines.append(f"| `{legacy}` | `{current}` | {kinds[kind]} | {how.replace('|', chr(92) + '|')} |")
-    return "\n".join(lines) + "\n"
