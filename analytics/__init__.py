@@ -22,9 +22,9 @@ TYPE_CHECKING = False
 _EXPORTS = {
     # declaring analyses
     "Analysis": "analytics.registry:Analysis",
-    "Column": "analytics.schema:Column",
-    "OutputColumn": "analytics.schema:OutputColumn",
-    "Schema": "analytics.schema:Schema",
+    "Column": "ingest.schema:Column",
+    "OutputColumn": "ingest.schema:OutputColumn",
+    "Schema": "ingest.schema:Schema",
     "all_analyses": "analytics.registry:all_analyses",
     "analysis_names": "analytics.registry:analysis_names",
     "get_analysis": "analytics.registry:get_analysis",
@@ -34,7 +34,7 @@ _EXPORTS = {
     "analyze": "analytics.runner:analyze",
     "run_analysis": "analytics.runner:run_analysis",
     "AnalysisResult": "analytics.runner:AnalysisResult",
-    "dask_client": "analytics.cluster:dask_client",
+    "dask_client": "ingest.cluster:dask_client",
     # reading MongoDB in partitions
     "PartitionSpec": "analytics.partitions:PartitionSpec",
     "plan_partitions": "analytics.partitions:plan_partitions",
@@ -49,13 +49,13 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
 if TYPE_CHECKING:
-    from analytics.cluster import dask_client  # noqa: F401
+    from ingest.cluster import dask_client  # noqa: F401
     from analytics.partitions import PartitionSpec, plan_partitions, read_collection, read_partition  # noqa: F401
     from analytics.registry import (  # noqa: F401
         Analysis, UnknownAnalysis, all_analyses, analysis_names, get_analysis, select_analyses,
     )
     from analytics.runner import AnalysisResult, analyze, run_analysis  # noqa: F401
-    from analytics.schema import Column, OutputColumn, Schema  # noqa: F401
+    from ingest.schema import Column, OutputColumn, Schema  # noqa: F401
     from analytics.validation import ValidationReport, load_suites, validate  # noqa: F401
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from analytics.partitions import PartitionSpec
-from analytics.schema import Column, Schema
+from ingest.schema import Column, Schema
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ChunkTable:
 def chunk_table(client, db_name: str, collection: str) -> ChunkTable | None:
     """The chunks of ``collection`` when it is sharded on a single hashed field; None otherwise."""
     from ingest.errors import DatabaseError, ServerUnavailable
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     if client.admin.command("hello").get("msg") != "isdbgrid":
         return None

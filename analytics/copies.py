@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analytics.schema import Column
+from ingest.schema import Column
 
 __all__ = ["COLUMNS", "GROUP_KEY", "one_copy"]
 

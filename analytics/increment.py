@@ -71,8 +71,8 @@ class Scope:
 
 
 def _ledger(uri: str, db_name: str):
-    from ingest.ledger import Ledger
-    from ingest.mongo import shared_client
+    from ingest.store.ledger import Ledger
+    from ingest.store.mongo import shared_client
 
     return Ledger(shared_client(uri)[db_name])
 
@@ -90,7 +90,7 @@ def _parquet_layout_ok(path: Path, analysis) -> bool:
 
 
 def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     contents = None
     if analysis.file_prefix is not None:
@@ -101,7 +101,7 @@ def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
 
 def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: bool) -> Scope:
     """How this run of ``analysis`` reads its source (see the module docstring)."""
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     if not incremental:
         return _whole(analysis, uri, db_name, "whole collection (asked for)")
@@ -153,7 +153,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     from pymongo import ReplaceOne
 
     from analytics.runner import output_table
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     final = Path(out_dir) / analysis.parquet_name
     tmp_file = final.with_name(f".{analysis.name}.{uuid.uuid4().hex[:12]}.parquet.tmp")
@@ -201,7 +201,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
     """Mark in the ledger what the published output of ``analysis`` now covers."""
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     if analysis.file_prefix is None:
         return

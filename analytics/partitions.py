@@ -12,11 +12,11 @@ Three steps, each usable alone:
    group whole in one partition.
 2. :func:`read_partition` -- a module-level function a Dask worker can import --
    reads its range through its process's client for the URI in the spec
-   (:func:`ingest.mongo.shared_client`: one client per worker process), with the
+   (:func:`ingest.store.mongo.shared_client`: one client per worker process), with the
    projection derived from the spec's declared columns, and returns a flat
    :class:`pandas.DataFrame` with exactly those columns and dtypes (so every
    partition, even an empty one, has the same schema; see
-   :mod:`analytics.schema`).
+   :mod:`ingest.schema`).
 3. :func:`read_collection` wraps the specs in ``dask.dataframe.from_map``.
 
 Whether ranges pay at all is the server's business: :mod:`analytics.planning`
@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from analytics.schema import Column, Schema, get_path
+from ingest.schema import Column, Schema, get_path
 from ingest.errors import AnalysisError, ConfigError
 
 __all__ = ["PartitionSpec", "plan_partitions", "read_partition", "read_collection", "meta_for"]
@@ -156,7 +156,7 @@ def plan_partitions(
     schema = Schema(columns)
     if projection is None and len(schema):
         projection = schema.projection()
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"planning partitions of {db_name}.{collection} on {key}", uri=uri):
         coll = shared_client(uri)[db_name][collection]
@@ -195,7 +195,7 @@ def read_partition(spec: PartitionSpec):
     (dotted column names, dtypes inferred per partition -- give
     :func:`read_collection` an explicit ``meta`` then).
     """
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     schema = Schema(spec.columns)
     with db_errors(f"reading {spec.describe()}", uri=spec.uri):

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from analytics.schema import Column, Schema
+from ingest.schema import Column, Schema
 from analytics.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
 from ingest.errors import ConfigError
 
@@ -173,7 +173,7 @@ def plan_reads(
     """
     from analytics.partitions import plan_partitions
     from analytics.streaming import StreamSpec
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     chunk_rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows
     if not isinstance(chunk_rows, int) or chunk_rows < 1:

@@ -4,7 +4,7 @@ An analysis is a :class:`Analysis` declaration in a module of the
 :mod:`analytics.analyses` package, next to its pure per-partition function:
 
 * ``source`` collection, an optional ``filter``, the input ``columns``
-  (:class:`analytics.schema.Column`: the projection and types derive from them);
+  (:class:`ingest.schema.Column`: the projection and types derive from them);
 * ``partition_key``: the field the source is split into key ranges on, and
   ``group_key``: the field whose equal values must meet in one partition (when
   the two differ the runner shuffles the rows on ``group_key`` first);
@@ -15,7 +15,7 @@ An analysis is a :class:`Analysis` declaration in a module of the
   :func:`concat_by_id`;
 * ``output`` collection, ``output_id`` (the column that becomes ``_id``), the
   Parquet file's name, and ``outputs``: one
-  :class:`analytics.schema.OutputColumn` ``(name, dtype, meaning, unit)`` per
+  :class:`ingest.schema.OutputColumn` ``(name, dtype, meaning, unit)`` per
   output column, in order.  The unit is declared explicitly (``""`` for
   identifiers and other dimensionless values); a list column declares its
   element type (``list<string>``).  ``output_types`` (``{column: pandas dtype}``),
@@ -73,7 +73,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from analytics.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
+from ingest.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
                               output_dtypes)
 from ingest.errors import AnalysisError, ConfigError
 

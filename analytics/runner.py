@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from analytics.cluster import dask_client, thread_count
+from ingest.cluster import dask_client, thread_count
 from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
@@ -106,7 +106,7 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     """
     if key == "_id":
         return
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"indexing {db_name}.{collection}.{key}", uri=uri):
         coll = shared_client(uri)[db_name][collection]
@@ -341,7 +341,7 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
     """Replace the analysis's MongoDB collection and Parquet file with ``frame``."""
     import pyarrow.parquet as pq
 
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     target = analysis.output
     out_dir = Path(out_dir)
@@ -465,7 +465,7 @@ def analyze(
     """Run the ``names`` analyses (default: all, by name) and publish their outputs.
 
     Uses ``client`` when given (it is left open), else a client from
-    :func:`analytics.cluster.dask_client` (``scheduler_address`` or a private
+    :func:`ingest.cluster.dask_client` (``scheduler_address`` or a private
     LocalCluster).  ``partitions`` fixes the number of partitions per analysis;
     by default it follows the collection size and the number of Dask threads.
     ``partition_keys`` maps an analysis name to a partition key other than its

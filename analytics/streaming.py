@@ -4,7 +4,7 @@ The alternative to key-range partitions for servers that cannot sample or seek
 a key cheaply (see :mod:`analytics.planning`).  :func:`read_chunks` runs one
 ``find`` with the projection derived from the declared columns and yields the
 documents undecoded, about ``chunk_rows`` at a time; :func:`chunk_frame` turns
-one chunk into a typed frame (:meth:`analytics.schema.Schema.frame`) wherever
+one chunk into a typed frame (:meth:`ingest.schema.Schema.frame`) wherever
 the chunk is handled -- on a Dask worker, in parallel with the read of the
 next one.  Memory holds about one chunk per worker whatever the collection's
 size.  With a group path a chunk is cut only where the group's value changes
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from analytics.schema import Column, Schema, get_path
+from ingest.schema import Column, Schema, get_path
 
 __all__ = ["StreamSpec", "read_chunks", "chunk_frame"]
 
@@ -62,7 +62,7 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
     from bson.codec_options import CodecOptions
     from bson.raw_bson import RawBSONDocument
 
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     schema = Schema(spec.columns)
     path = spec.group_path

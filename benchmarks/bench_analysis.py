@@ -303,7 +303,7 @@ def main(argv=None) -> int:
         if args.mongo_uri:
             uri, server_pid = args.mongo_uri, None
         else:
-            from ingest.server import running_server
+            from ingest.server.embedded import running_server
 
             state = running_server(home)
             if state is None:

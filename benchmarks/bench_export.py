@@ -51,7 +51,7 @@ def build_hits(coll, target: int, log) -> None:
     """Insert ``target`` hits of the real stored form (nothing when they are there)."""
     from ingest.documents import search_documents
     from ingest.fileio import open_binary
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
     from ingest.parsers.pasta import parse_dicts
 
     with db_errors("counting the bench hits"):
@@ -80,7 +80,7 @@ def build_hits(coll, target: int, log) -> None:
 
 
 def _spec():
-    from ingest import curated
+    from ingest.store import curated
     from ingest.query.compile import build
 
     return build(curated.get("hits"), fields="*")
@@ -132,10 +132,10 @@ def _peak_rss_mb() -> float:
 
 def child(mode: str, uri: str, out: str) -> None:
     """One measurement in a fresh process; prints {"seconds", "peak_rss_mb"}."""
-    from ingest.mongo import client
+    from ingest.store.mongo import client
 
     if mode == "command":  # the whole command, in this process (its peak RSS is this process's)
-        from ingest.cli import main as cli_main
+        from ingest.cli.main import main as cli_main
 
         os.environ["MONGODB_URI"] = uri
         started = time.perf_counter()
@@ -168,8 +168,8 @@ def main() -> int:
         child(args.child, args.uri, args.file)
         return 0
 
-    from ingest.mongo import client
-    from ingest.server import EmbeddedServer
+    from ingest.store.mongo import client
+    from ingest.server.embedded import EmbeddedServer
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

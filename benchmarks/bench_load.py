@@ -28,7 +28,7 @@ For each N of ``--workers`` (default 1,2,4; ``--quick``: 1,2 on a fifth of the c
    during its load").  The first load is checked
    against the pre-built documents: the same ``_id`` sets, and a sample of documents equal
    field for field.  Then **load + index build**: the ``index`` stage of its JSON if it has
-   one (already inside the wall time), else the time of creating ``ingest.catalog.INDEXES``
+   one (already inside the wall time), else the time of creating ``ingest.store.catalog.INDEXES``
    after it (idempotent: about 0 when the loader kept them during the load).  Then a
    **second load** of the unchanged corpus into the same database.
 2. **raw** ceiling: the documents the loader stores, pre-built once by the project's own
@@ -37,7 +37,7 @@ For each N of ``--workers`` (default 1,2,4; ``--quick``: 1,2 on a fifth of the c
    ``insert_many(ordered=False)`` (its own ``MongoClient``, the server's default write
    concern, like the loader's), timed from a barrier after every client has connected to
    the last batch acknowledged.  BSON encoding happens in the clients, as in the loader.
-   Index sets: ``none`` (``_id`` only), ``catalog`` (``ingest.catalog.INDEXES``) and
+   Index sets: ``none`` (``_id`` only), ``catalog`` (``ingest.store.catalog.INDEXES``) and
    ``loader`` (the set sampled during the load at N, or ``--raw-indexes FILE.json``:
    ``{"hits": [[["search_id", 1], ["rank", 1]], ...], ...}``) when it differs from catalog.
    After the ``none`` run, the catalog's indexes are built on the filled collections and

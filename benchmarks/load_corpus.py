@@ -78,7 +78,7 @@ def sha256_of(path: Path) -> str:
 # ------------------------------------------------------------------ documents
 def documents(path: Path) -> Iterator[tuple[str, dict]]:
     """(collection, document) for every document the loader stores for ``path``."""
-    from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
+    from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
     from ingest.documents import record_document, search_documents
     from ingest.errors import ParseError
     from ingest.fileio import open_binary

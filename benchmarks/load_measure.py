@@ -57,7 +57,7 @@ def _raise_interrupt(signum, frame):
 
 # ------------------------------------------------------------------ indexes
 def catalog_indexes() -> dict[str, list[list[tuple[str, int]]]]:
-    from ingest.catalog import INDEXES
+    from ingest.store.catalog import INDEXES
 
     return {c: [list(map(tuple, keys)) for keys in INDEXES.get(c, [])] for c in DATA}
 

@@ -8,7 +8,7 @@ imported inside the task functions, at run time, never at parse time.
 
 Where the data goes: ``MONGODB_URI`` if set, else the Airflow connection
 ``mongo_default`` (e.g. ``AIRFLOW_CONN_MONGO_DEFAULT=mongo://mongos:27017/``),
-else the embedded SecantusDB server (see ``ingest.airflow_support``).
+else the embedded SecantusDB server (see ``ingest.airflow.support``).
 
 Ad-hoc loads / backfills: trigger with conf ``{"paths": ["/data/x.m10", ...]}``
 (files or directories); an empty list loads the bundled samples.
@@ -64,7 +64,7 @@ def sci_ingest():
     @task(task_id="load", multiple_outputs=False)
     def load() -> dict:
         """Parse and load the input files; returns the load summary (pushed as XCom)."""
-        from ingest.airflow_support import lineage_of, paths_param, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, paths_param, resolve_mongo_uri, run_task
         from ingest.pipeline import task_load
 
         context = get_current_context()
@@ -79,7 +79,7 @@ def sci_ingest():
     @task(task_id="analyze", multiple_outputs=False)
     def analyze() -> dict:
         """Run the analyses (Dask, reading MongoDB in partitions) over what is loaded."""
-        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
@@ -89,7 +89,7 @@ def sci_ingest():
     @task(task_id="validate", multiple_outputs=False)
     def validate() -> dict:
         """Great Expectations checks; a critical failure fails the task without retry."""
-        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 
         context = get_current_context()

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from ingest.airflow_support import ASSET_COLLECTIONS, collection_asset, task_defaults
+from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_defaults
 
 POOL = "sci_ingest_load"
 
@@ -43,8 +43,8 @@ def sci_ingest_backfill():
         """The batches to load (the log says what was left out and why)."""
         from airflow.sdk import conf
 
-        from ingest.airflow_support import resolve_mongo_uri, run_task
-        from ingest.backfill import plan_backfill
+        from ingest.airflow.support import resolve_mongo_uri, run_task
+        from ingest.airflow.backfill import plan_backfill
 
         params = get_current_context()["params"]
         max_batches = min(1024, conf.getint("core", "max_map_length", fallback=1024))
@@ -55,7 +55,7 @@ def sci_ingest_backfill():
 
     @task(task_id="load_batch", pool=POOL, max_active_tis_per_dagrun=4)
     def load_batch(batch: dict) -> dict:
-        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_load_batch
 
         context = get_current_context()

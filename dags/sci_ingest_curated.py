@@ -16,7 +16,7 @@ from operator import or_
 
 from airflow.sdk import dag, get_current_context, task
 
-from ingest.airflow_support import ASSET_COLLECTIONS, collection_asset, task_defaults
+from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_defaults
 
 
 @dag(
@@ -34,7 +34,7 @@ def sci_ingest_curated():
     @task(task_id="analyze")
     def analyze() -> dict:
         """Each analysis over what changed since it last ran where it can, else its whole source."""
-        from ingest.airflow_support import lineage_of, log_trigger, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, log_trigger, resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
@@ -45,7 +45,7 @@ def sci_ingest_curated():
     @task(task_id="validate")
     def validate() -> dict:
         """Great Expectations checks; a critical failure fails the task without retry, naming it."""
-        from ingest.airflow_support import lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 
         context = get_current_context()

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import dag, get_current_context, task
 
-from ingest.airflow_support import ASSET_COLLECTIONS, collection_asset, task_defaults
+from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_defaults
 
 
 @dag(
@@ -37,7 +37,7 @@ def sci_ingest_landing():
     @task(task_id="load_day")
     def load_day() -> dict:
         """Load <landing>/<day>/ (nothing landed: nothing to do); returns the collections written."""
-        from ingest.airflow_support import data_day, lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import data_day, lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_load_landing
 
         context = get_current_context()

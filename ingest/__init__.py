@@ -10,7 +10,7 @@ start)::
         for query in ingest.parse_search(fh, "run1.m10.gz"):
             ...
 
-Everything else (``ingest.load``, ``ingest.mongo``, ...) is importable too,
+Everything else (``ingest.load``, ``ingest.store.mongo``, ...) is importable too,
 but only the names in ``__all__`` are promised to stay.
 """
 
@@ -40,10 +40,10 @@ _EXPORTS = {
     "Hit": "ingest.model:Hit",
     "Hsp": "ingest.model:Hsp",
     # MongoDB and the embedded server
-    "connect": "ingest.mongo:connect",
-    "describe_server": "ingest.mongo:describe",
-    "ServerInfo": "ingest.mongo:ServerInfo",
-    "EmbeddedServer": "ingest.server:EmbeddedServer",
+    "connect": "ingest.store.mongo:connect",
+    "describe_server": "ingest.store.mongo:describe",
+    "ServerInfo": "ingest.store.mongo:ServerInfo",
+    "EmbeddedServer": "ingest.server.embedded:EmbeddedServer",
     "Timings": "ingest.timing:Timings",
     # errors
     "SciIngestError": "ingest.errors:SciIngestError",

@@ -26,12 +26,12 @@ class SciIngestError(Exception):
     """Base class of every error sci-ingest raises on purpose.
 
     Its message never holds a secret: the passwords and secret options of every
-    MongoDB URI the process was given are masked (:func:`ingest.secrets.scrub`).
+    MongoDB URI the process was given are masked (:func:`ingest.server.secrets.scrub`).
     """
 
     def __init__(self, *args):
         if args and isinstance(args[0], str):
-            from ingest.secrets import scrub
+            from ingest.server.secrets import scrub
 
             args = (scrub(args[0]), *args[1:])
         super().__init__(*args)

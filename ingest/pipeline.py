@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ingest.catalog import TIMINGS
+from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
-from ingest.connection import Connection, log_to_stderr, database, prepare
+from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import ConfigError, InputError, SciIngestError, ValidationFailed
-from ingest.mongo import ServerInfo, process_alive, redact
+from ingest.store.mongo import ServerInfo, process_alive, redact
 from ingest.timing import StageRecord, Timings, utcnow
 
 STEPS = ("load", "analyze", "validate")
@@ -128,7 +128,7 @@ class Cluster:
 
     def client(self, purpose: str, uri: str | None = None):
         """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``)."""
-        from analytics.cluster import dask_client, warm_up
+        from ingest.cluster import dask_client, warm_up
 
         if self._client is None:
             with self.timings.stage("cluster") as rec:
@@ -185,7 +185,7 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
 
 
 def _retry(options):
-    from ingest.mongo import Retry
+    from ingest.store.mongo import Retry
 
     return Retry(options.retry_s)
 

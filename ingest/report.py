@@ -144,7 +144,7 @@ def render_run(report) -> str:
 
 def _skipped_files(summary, skipped: int) -> str:
     """"N skipped (unchanged)", saying how many of them are hidden files (each named on stderr)."""
-    from ingest.inputs import is_hidden_reason
+    from ingest.load.inputs import is_hidden_reason
 
     hidden = sum(1 for f in getattr(summary, "files", ()) if f.status == "skipped" and is_hidden_reason(f.reason))
     if not hidden:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
-from ingest.mongo import db_errors
+from ingest.store.mongo import db_errors
 
 
 SCOPES = ("run", "worker", "file")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pymongo
 import pytest
 
-from ingest.server import EmbeddedServer
+from ingest.server.embedded import EmbeddedServer
 
 os.environ["SCI_INGEST_SERVER_IDLE"] = "0"  # inherited by every command a test runs
 

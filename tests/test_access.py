@@ -14,7 +14,7 @@ from pathlib import Path
 import pymongo
 import pytest
 
-from ingest.server import holder
+from ingest.server.embedded import holder
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

@@ -60,7 +60,7 @@ def _loaded_files(mongo_uri: str) -> list[dict]:
 def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None:
     """Three landing days: a run loads its day's folder, announces the collections it wrote as
     Assets, the curated DAG runs on them; a backfill loads each day once; again, nothing."""
-    from ingest.airflow_local import airflow_env
+    from ingest.airflow.local import airflow_env
 
     pasta = sorted((REPO / "samples" / "pasta").glob("*.m10"))[:2]
     land_day(home, "2026-11-01", pasta)
@@ -244,7 +244,7 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
 
 
 def test_airflow_env_keeps_airflow_local_and_hands_it_the_mongodb(tmp_path):
-    from ingest.airflow_local import _mongo_conn_uri, airflow_env
+    from ingest.airflow.local import _mongo_conn_uri, airflow_env
 
     env = airflow_env(tmp_path, 8123, "mongodb://127.0.0.1:4000/?directConnection=true", base={"PATH": "/usr/bin"})
     assert env["AIRFLOW_HOME"] == str(tmp_path / "airflow")

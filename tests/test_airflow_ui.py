@@ -38,7 +38,7 @@ from airflow_harness import (  # noqa: F401  (local_airflow: the fixture)
     wait_healthy,
 )
 
-from ingest.airflow_support import ASSET_COLLECTIONS
+from ingest.airflow.support import ASSET_COLLECTIONS
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ import pytest
 
 from analytics.analyses import best_hits as bh
 from analytics.analyses import oxide_formation_energy as ox
-from analytics.cluster import dask_client
+from ingest.cluster import dask_client
 from analytics.partitions import (
     PartitionSpec,
     meta_for,
@@ -30,7 +30,7 @@ from analytics.partitions import (
 )
 from analytics.registry import UnknownAnalysis, analysis_names
 from analytics.runner import analyze
-from analytics.schema import Schema, empty
+from ingest.schema import Schema, empty
 from ingest.errors import AnalysisError, ConfigError
 
 HITS_COLUMNS = bh.COLUMNS

@@ -1,4 +1,4 @@
-"""Planning ``sci_ingest_backfill`` (``ingest.backfill``): batches under Airflow's map limit,
+"""Planning ``sci_ingest_backfill`` (``ingest.airflow.backfill``): batches under Airflow's map limit,
 and what ``reprocess`` none / failed / all choose, against the session's real server."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.backfill import batches, plan_backfill
+from ingest.airflow.backfill import batches, plan_backfill
 from ingest.errors import ConfigError
 from ingest.pipeline import task_load_batch
 

@@ -32,7 +32,7 @@ def bench(name: str, mongo_uri: str, tmp_path: Path) -> dict:
     """Run ``sci-ingest bench NAME --size tiny`` against the session's server; the run document."""
     env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home")}
     env.pop("DASK_SCHEDULER_ADDRESS", None)  # a LocalCluster: faults must be able to kill its workers
-    argv = [sys.executable, "-m", "ingest.cli", "bench", name, "--size", "tiny", "--mongo-uri", mongo_uri,
+    argv = [sys.executable, "-m", "ingest.cli.main", "bench", name, "--size", "tiny", "--mongo-uri", mongo_uri,
             "--out", str(tmp_path), "--json", "-q"]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -34,7 +34,7 @@ def _bench(tmp_path: Path, *extra: str) -> dict:
     env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home"), "SCI_INGEST_SERVER_IDLE": "0"}
     for name in ("MONGODB_URI", "SCI_INGEST_BENCH_CACHE", "DASK_SCHEDULER_ADDRESS"):
         env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "ingest.cli", "bench", "cache", "--size", "tiny",
+    proc = subprocess.run([sys.executable, "-m", "ingest.cli.main", "bench", "cache", "--size", "tiny",
                            "--out", str(tmp_path / "out"), "--json", "-q", *extra],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _cli(*args, cwd=None, env=None, timeout=180):
-    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ingest.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd or REPO, env=env, timeout=timeout)  # fmt: skip
 
 

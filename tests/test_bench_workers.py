@@ -26,7 +26,7 @@ def dbname(mongo_client):
 def bench(name: str, mongo_uri: str, dbname: str, tmp_path: Path) -> dict:
     env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home")}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-m", "ingest.cli", "bench", name, "--size", "tiny",
+    proc = subprocess.run([sys.executable, "-m", "ingest.cli.main", "bench", name, "--size", "tiny",
                            "--mongo-uri", mongo_uri, "--db", dbname, "--out", str(tmp_path / "out"), "--json", "-q"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
@@ -50,7 +50,7 @@ def stored_and_written(run: dict, mongo_client, dbname: str, tmp_path: Path) -> 
 
 
 def test_both_are_registered(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ingest.cli", "bench", "list", "--json"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "ingest.cli.main", "bench", "list", "--json"], capture_output=True,
                           text=True, cwd=REPO, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)}

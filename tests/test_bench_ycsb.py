@@ -151,7 +151,7 @@ def test_load_and_run_phases_on_the_server(mongo_uri, db):
 
 # ------------------------------------------------------------------ the experiments, through the CLI
 def _bench(name: str, mongo_uri: str, db: str, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ingest.cli", "bench", name, "--size", "tiny",
+    proc = subprocess.run([sys.executable, "-m", "ingest.cli.main", "bench", name, "--size", "tiny",
                            "--mongo-uri", mongo_uri, "--db", db, "--out", str(out), "--json", "-q"],
                           capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

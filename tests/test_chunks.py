@@ -12,7 +12,7 @@ from bson import MaxKey, MinKey
 from analytics.analyses import best_hits as bh
 from analytics.chunks import Chunk, chunk_table, interleave, plan_chunk_partitions, table_from
 from analytics.planning import plan_reads
-from ingest.sharding import hashed_split_points
+from ingest.sharding.collections import hashed_split_points
 
 
 def _rows(field: str, shards: list[str], per_shard: int) -> list[dict]:

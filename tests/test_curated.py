@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import catalog, curated
+from ingest.store import catalog, curated
 from ingest.query.compile import to_filter
 from ingest.query.language import parse
 from ingest.query.plan import exact_indexes, explain, numeric_keys_exact, numeric_paths
@@ -173,7 +173,7 @@ def test_indexes_command_builds_every_index_the_server_accepts_idempotently(mong
 
 
 def _server_info(mongo_uri):
-    from ingest.mongo import connect, describe
+    from ingest.store.mongo import connect, describe
 
     client = connect(mongo_uri)
     try:
@@ -185,7 +185,7 @@ def _server_info(mongo_uri):
 def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
     """On MongoDB every question's example walks its index; on SecantusDB too, except a numeric range
     where its index keys lose numbers: that one is run as a collection scan on purpose (and says so)."""
-    from ingest.mongo import ensure_indexes
+    from ingest.store.mongo import ensure_indexes
     from ingest.query.compile import build
 
     ensure_indexes(seeded, catalog.QUERY_INDEXES)
@@ -211,7 +211,7 @@ def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
 
 
 def test_a_compound_index_serves_its_prefix_so_the_single_field_one_went(seeded):
-    from ingest.mongo import ensure_indexes
+    from ingest.store.mongo import ensure_indexes
 
     ensure_indexes(seeded, {"hits": [[("query_id", 1), ("hsps.0.evalue", 1)]],
                             "materials": [[("elements", 1), ("band_gap", 1)]]})
@@ -223,7 +223,7 @@ def test_a_compound_index_serves_its_prefix_so_the_single_field_one_went(seeded)
 
 def test_the_numeric_key_probe_tells_the_truth(mongo_uri, seeded):
     """An index range over E-values from 1e-20 to 1e-220: what it returns, and what the probe says."""
-    from ingest.mongo import ensure_indexes
+    from ingest.store.mongo import ensure_indexes
 
     ensure_indexes(seeded, {"hits": [[("hsps.0.evalue", 1)]]})
     through_index = seeded.hits.count_documents({"hsps.0.evalue": {"$lt": 1e-100}})

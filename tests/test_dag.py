@@ -6,7 +6,7 @@ Airflow's global configuration (and never writes ``~/airflow``).
 
 * ``dag_facts`` (module fixture, one interpreter, 10-25 s): imports the DAG file
   in a fresh interpreter and records ``sys.modules``, parses the folder with
-  ``DagBag``, and exercises ``ingest.airflow_support`` against Airflow
+  ``DagBag``, and exercises ``ingest.airflow.support`` against Airflow
   connections defined by ``AIRFLOW_CONN_*`` variables.
 * ``test_dag_test_end_to_end`` (marked ``slow``; 1-2 min on 2 busy cores, of which
   ~35 s are Airflow's own start-up): creates the metadata DB in-process
@@ -34,7 +34,7 @@ import pymongo
 import pytest
 from pymongo.uri_parser import parse_uri
 
-from ingest.airflow_support import paths_param, resolve_mongo_uri, run_task
+from ingest.airflow.support import paths_param, resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, DatabaseError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ DAGS_DIR = REPO_ROOT / "dags"
 DAG_FILE = DAGS_DIR / "sci_ingest.py"
 HEAVY_MODULES = (
     "pymongo", "bson", "dask", "distributed", "pandas", "numpy", "pyarrow", "pymongoarrow",
-    "great_expectations", "Bio", "ingest.pipeline", "ingest.airflow_support",
+    "great_expectations", "Bio", "ingest.pipeline", "ingest.airflow.support",
 )
 RESULT_MARK = "@@RESULT@@ "
 
@@ -139,8 +139,8 @@ try:
 except Exception as exc:
     facts["bad_conf_rejected"] = type(exc).__name__
 
-# 3. ingest.airflow_support against AIRFLOW_CONN_* connections (env secrets backend).
-from ingest.airflow_support import resolve_mongo_uri, run_task
+# 3. ingest.airflow.support against AIRFLOW_CONN_* connections (env secrets backend).
+from ingest.airflow.support import resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, ValidationFailed
 conn = {{}}
 conn["undefined"] = resolve_mongo_uri("sci_ingest_no_such_conn")
@@ -274,7 +274,7 @@ def test_resolve_mongo_uri_outside_airflow_leaves_airflow_alone(tmp_path):
     """A plain (non-Airflow) process neither imports Airflow nor reads its connections by default."""
     code = f"""
         import json, sys
-        from ingest.airflow_support import resolve_mongo_uri
+        from ingest.airflow.support import resolve_mongo_uri
         auto = resolve_mongo_uri()
         loaded = "airflow" in sys.modules
         print({RESULT_MARK!r} + json.dumps({{"auto": auto, "airflow_loaded": loaded,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from ingest.catalog import SHARD_KEYS
+from ingest.store.catalog import SHARD_KEYS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -29,7 +29,7 @@ MONGO_SCRIPTS = DOCKER_DIR / "mongo"
 
 MONGOS_URI = "mongodb://mongos:27017/"
 DASK_ADDRESS = "tcp://dask-scheduler:8786"
-# The shard keys the production shape requires (and ingest.catalog.SHARD_KEYS must agree).
+# The shard keys the production shape requires (and ingest.store.catalog.SHARD_KEYS must agree).
 REQUIRED_SHARD_KEYS = {"searches": "_id", "hits": "search_id", "materials": "_id", "tasks": "_id"}
 ENV_REF = re.compile(r"\$\{[^}]*\}")
 

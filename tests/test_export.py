@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ingest import curated
+from ingest.store import curated
 from ingest.query.arrow import Converter
 from ingest.query.compile import build
 from ingest.query.export import export

@@ -15,7 +15,7 @@ from bson.decimal128 import Decimal128
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.hashkey import INT64_MAX, INT64_MIN, UNDEFINED, hash64, number_for_hash, parse_value
+from ingest.sharding.hashkey import INT64_MAX, INT64_MIN, UNDEFINED, hash64, number_for_hash, parse_value
 
 DATA = json.loads((Path(__file__).parent / "data" / "mongodb_hash_vectors.json").read_text())
 BIN = Path(sys.executable).parent / "sci-ingest"

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.cluster import dask_client
+from ingest.cluster import dask_client
 from analytics.registry import Analysis, get_analysis
 from analytics.runner import analyze
 from ingest.documents import search_id_prefix

@@ -27,8 +27,8 @@ import pymongo
 import pytest
 
 import load_corpus
-from ingest.ledger import sha256_of
-from ingest.server import EmbeddedServer
+from ingest.store.ledger import sha256_of
+from ingest.server.embedded import EmbeddedServer
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 N_FILES = 226

@@ -22,7 +22,7 @@ from pathlib import Path
 import bson
 import pytest
 
-from ingest import curated
+from ingest.store import curated
 from ingest.dates import format_iso, parse_iso
 from ingest.documents.materials import (DATE_FIELDS, LEGACY_NAMES, from_document, legacy_names_markdown,
                                         record_document, to_document)
@@ -508,7 +508,7 @@ def test_export_tasks_to_parquet_has_timestamp_columns(mongo_uri, loaded, tmp_pa
 
 def test_the_server_selects_dates_as_the_reference_semantics_do(mongo_client):
     """Dates, naive strings, lists of dates, missing and null: the server and ``evaluate`` agree."""
-    from ingest.curated import Curated, Field
+    from ingest.store.curated import Curated, Field
 
     coll_def = Curated(name="d", one_per="test document", fields=(Field("t", "t", "date"), Field("u", "a.u", "date")))
     r = random.Random(20261126)

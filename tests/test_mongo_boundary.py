@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import ConfigError, DatabaseError, UnsupportedFeature
-from ingest.mongo import client, db_errors, ping, shared_client
-from ingest.server import EmbeddedServer
+from ingest.store.mongo import client, db_errors, ping, shared_client
+from ingest.server.embedded import EmbeddedServer
 from ingest.timing import Timings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,4 +131,4 @@ def test_only_the_boundary_builds_clients_and_catches_driver_errors():
                  for what, line in _calls_and_handlers(p)]
     assert offenders == []
     sites = [line for what, line in _calls_and_handlers(REPO / "ingest" / "mongo.py") if what == "constructs MongoClient"]
-    assert len(sites) == 1, f"ingest/mongo.py builds clients at lines {sites}: one place, client()"
+    assert len(sites) == 1, f"ingest/store/mongo.py builds clients at lines {sites}: one place, client()"

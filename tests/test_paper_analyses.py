@@ -29,10 +29,10 @@ from analytics.analyses import formula_consistency as fc
 from analytics.analyses import hit_distributions as hd
 from analytics.analyses import hull_energy as he
 from analytics.analyses import library_hits as lh
-from analytics.cluster import dask_client
+from ingest.cluster import dask_client
 from analytics.registry import Analysis, Side, all_analyses, get_analysis
 from analytics.runner import analyze
-from analytics.schema import OUTPUT_DTYPES, Column, OutputColumn, Schema
+from ingest.schema import OUTPUT_DTYPES, Column, OutputColumn, Schema
 from analytics.validation import validate
 from ingest.errors import ConfigError
 
@@ -351,7 +351,7 @@ def test_the_registry_refuses_an_analysis_whose_output_column_lacks_a_meaning(tm
 
     (tmp_path / "unexplained.py").write_text(textwrap.dedent('''
         from analytics.registry import Analysis
-        from analytics.schema import Column, OutputColumn
+        from ingest.schema import Column, OutputColumn
 
         ANALYSIS = Analysis(name="unexplained", description="d", source="hits", columns=(Column("a", "a", "string"),),
                             partition=len, output="unexplained", output_id="a",

@@ -10,6 +10,9 @@ import types
 import pytest
 
 PACKAGES = ("ingest", "analytics")
+#: Where a package's public names may be defined: its own modules, or a floor below it that
+#: it builds on (analytics hands on ingest's field vocabulary and Dask client to analysis authors).
+DEFINED_IN = {"ingest": {"ingest"}, "analytics": {"analytics", "ingest"}}
 NOT_API = {"annotations", "TYPE_CHECKING"}
 
 
@@ -21,7 +24,7 @@ def test_all_is_sorted_and_every_name_resolves(name):
     for attr in package.__all__:
         value = getattr(package, attr)
         assert not isinstance(value, types.ModuleType), attr
-        assert getattr(value, "__module__", name).split(".")[0] == name, (attr, value)
+        assert getattr(value, "__module__", name).split(".")[0] in DEFINED_IN[name], (attr, value)
     with pytest.raises(AttributeError, match="no attribute 'not_there'"):
         getattr(package, "not_there")
 

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import curated
-from ingest.curated import Curated, Field
+from ingest.store import curated
+from ingest.store.curated import Curated, Field
 from ingest.query import QueryError
 from ingest.query.compile import evaluate, to_filter
 from ingest.query.language import And, Compare, Not, Or, parse
@@ -39,7 +39,7 @@ ACCEPTANCE = "evalue < 1e-20 and identity > 0.9"
 @pytest.fixture(scope="module")
 def samples(mongo_uri, mongo_client):
     """The bundled -m 10 samples and materials loaded into a database of this module."""
-    from ingest.catalog import QUERY_INDEXES
+    from ingest.store.catalog import QUERY_INDEXES
     from ingest.load import LoadOptions, load_paths
     from ingest.query.plan import ensure_exact_indexes
 

@@ -191,7 +191,7 @@ def test_validation_in_chunks_says_what_one_pass_says(db, mongo_uri):
 
 
 def test_validation_on_dask_workers_says_what_it_says_here(db, mongo_uri):
-    from analytics.cluster import dask_client, warm_up
+    from ingest.cluster import dask_client, warm_up
 
     db.materials.insert_many([_material(i) for i in range(25)] + [_material(99, material_id="mp-1")])
     here = validate(mongo_uri, db.name, "here", suites=["materials", "tasks"], chunk_rows=4)

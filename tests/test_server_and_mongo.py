@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ingest.errors import ServerError, UnsupportedFeature
-from ingest.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact
-from ingest.sharding import shard
-from ingest.server import EmbeddedServer, running_server, start_background, stop_background
+from ingest.store.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact
+from ingest.sharding.collections import shard
+from ingest.server.embedded import EmbeddedServer, running_server, start_background, stop_background
 
 
 def test_describe_names_kind_version_topology(mongo_client):

@@ -1,4 +1,4 @@
-"""The per-home embedded server (ingest.keeper): started by a command, shared by the next ones,
+"""The per-home embedded server (ingest.server.keeper): started by a command, shared by the next ones,
 stopped when idle, by `sci-ingest server stop`, or with its keeper.  The CLI as a subprocess,
 real processes, no mocks.  (The rest of the suite runs with SCI_INGEST_SERVER_IDLE=0; kill -9
 of a command and a server that dies under a command: test_server_lifecycle.py, for both kinds.)"""
@@ -17,8 +17,8 @@ import psutil
 import pymongo
 import pytest
 
-from ingest.keeper import using
-from ingest.server import holder
+from ingest.server.keeper import using
+from ingest.server.embedded import holder
 from test_server_lifecycle import _wait
 
 BIN = Path(sys.executable).parent / "sci-ingest"

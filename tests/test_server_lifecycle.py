@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ingest.server import holder
+from ingest.server.embedded import holder
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -108,10 +108,10 @@ def test_kill_9_while_the_per_home_server_starts_and_the_next_command(tmp_path, 
     first = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES / "pasta")],
                              env=_env(home, "600"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        marker = "ingest.keeper" if moment == "keeper-starting" else "secantusd-py"
+        marker = "ingest.server.keeper" if moment == "keeper-starting" else "secantusd-py"
         # polled, not slept for: the moment is the same on an idle and on a loaded machine
         found = _wait(lambda: _under(first.pid, marker) or first.poll() is not None, 60, f"no {marker} process")
-        keeper = _under(first.pid, "ingest.keeper")
+        keeper = _under(first.pid, "ingest.server.keeper")
         assert keeper and found is not True and not (home / "server.json").exists(), "the record came before the kill"
         first.kill()
         if moment == "keeper-killed-too":

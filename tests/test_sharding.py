@@ -14,17 +14,17 @@ import pymongo
 import pytest
 from pymongo import monitoring
 
-from ingest.catalog import HITS, MATERIALS, SHARD_KEYS
+from ingest.store.catalog import HITS, MATERIALS, SHARD_KEYS
 from ingest.errors import SciIngestError
-from ingest.mongo import replace_documents
-from ingest.sharding import (KEYS, ClusterState, CollectionState, hashed_split_points, key_filter, plan_commands,
+from ingest.store.mongo import replace_documents
+from ingest.sharding.collections import (KEYS, ClusterState, CollectionState, hashed_split_points, key_filter, plan_commands,
                              run_commands, shard)
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 
 
 def _state(version: str, shards: int = 3, **collections) -> ClusterState:
-    from ingest.sharding import version_tuple
+    from ingest.sharding.collections import version_tuple
 
     state = ClusterState("mongos", version_tuple(version), version, [f"s{i}" for i in range(shards)])
     state.collections = {c: collections.get(c, CollectionState()) for c in KEYS}
@@ -125,8 +125,8 @@ class _Listener(monitoring.CommandListener):
 def test_the_server_receives_the_exact_documents(mongo_uri, db):
     """On the embedded server every command is refused; with SCI_INGEST_TEST_URI naming a mongos
     (docker/README.md) the same documents shard the collections and config.collections shows it."""
-    from ingest.mongo import describe
-    from ingest.sharding import inspect
+    from ingest.store.mongo import describe
+    from ingest.sharding.collections import inspect
 
     listener = _Listener()
     client = pymongo.MongoClient(mongo_uri, event_listeners=[listener])
@@ -158,7 +158,7 @@ def _cli(mongo_uri, db_name, *args):
 
 
 def test_shard_on_the_embedded_server_exits_2_and_sends_nothing(mongo_uri, db, mongo_client):
-    from ingest.mongo import describe
+    from ingest.store.mongo import describe
 
     if describe(mongo_client).sharding:
         pytest.skip("SCI_INGEST_TEST_URI is a mongos: this test is about a server that is not")

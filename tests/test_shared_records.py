@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.catalog import VERSIONS
+from ingest.store.catalog import VERSIONS
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analytics.registry import Analysis
-from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
-from ingest.catalog import HITS
+from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store.catalog import HITS
 from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError
 

@@ -54,8 +54,8 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis, Side, gather_partials
-from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
-from ingest.catalog import MATERIALS, TASKS
+from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store.catalog import MATERIALS, TASKS
 from ingest.documents.materials import ELEMENTS
 from ingest.errors import AnalysisError
 

@@ -51,8 +51,8 @@ import pandas as pd
 
 from analytics.analyses.formula_consistency import amount_columns, compositions, document_formula, usable_amounts
 from analytics.registry import Analysis, gather_partials
-from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
-from ingest.catalog import MATERIALS
+from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store.catalog import MATERIALS
 from ingest.errors import AnalysisError
 
 COLUMNS = (

@@ -29,8 +29,8 @@ import pandas as pd
 
 from analytics import copies
 from analytics.registry import Analysis
-from analytics.schema import Column, OutputColumn, empty, output_dtypes, require_columns
-from ingest.catalog import HITS
+from ingest.schema import Column, OutputColumn, empty, output_dtypes, require_columns
+from ingest.store.catalog import HITS
 
 COLUMNS = (
     *copies.COLUMNS,

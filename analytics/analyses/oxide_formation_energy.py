@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis
-from analytics.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
-from ingest.catalog import MATERIALS
+from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store.catalog import MATERIALS
 
 COLUMNS = (
     Column("material_id", "_id", "string"),

@@ -10,7 +10,7 @@ returns its points (one flat dict per measured point), the :class:`Plot` drawn f
 database, a scratch folder, a deadline, a progress logger), then records one document per
 run in ``bench_runs`` (parameters, machine, server, software, points, the comparison with
 the study) and writes ``RUN_ID.json``, ``.csv`` and ``.png`` under ``OUT/NAME/``
-(:mod:`analytics.bench.output`).  Experiments reach MongoDB through :mod:`ingest.mongo`
+(:mod:`analytics.bench.output`).  Experiments reach MongoDB through :mod:`ingest.store.mongo`
 only, like everything else.
 """
 

@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.catalog import HITS, MATERIALS, SEARCHES
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES
 
 __all__ = ["BenchData", "StageResult", "run_stage", "split_for", "collection_size", "frames_equal", "generator",
            "ID_OFFSET", "SEED"]
@@ -172,7 +172,7 @@ class BenchData:
     def _insert(self, db, collection: str, docs: list[dict]) -> None:
         import bson
 
-        from ingest.mongo import db_errors
+        from ingest.store.mongo import db_errors
 
         tally = self.tally[collection]
         with db_errors(f"inserting bench documents into {self.db_name}.{collection}", uri=self.uri):
@@ -185,8 +185,8 @@ class BenchData:
     # ------------------------------------------------------------------ growing
     def grow(self, scale: int) -> dict:
         """Write the copies missing up to ``scale`` (cumulative); the counts afterwards."""
-        from ingest.catalog import QUERY_INDEXES
-        from ingest.mongo import ensure_indexes, shared_client
+        from ingest.store.catalog import QUERY_INDEXES
+        from ingest.store.mongo import ensure_indexes, shared_client
 
         if scale <= self.scale:
             return self.counts()
@@ -231,7 +231,7 @@ class BenchData:
 # ------------------------------------------------------------------ the stage
 def collection_size(uri: str, db_name: str, collection: str) -> tuple[int, int]:
     """(documents, data bytes) of ``collection`` as the server reports them (``collStats``)."""
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"asking the size of {db_name}.{collection}", uri=uri):
         stats = shared_client(uri)[db_name].command("collStats", collection)
@@ -270,7 +270,7 @@ def run_stage(analysis, client, uri: str, db_name: str, *, partitions: int | Non
     """
     from dask import delayed
 
-    from analytics.cluster import thread_count
+    from ingest.cluster import thread_count
     from analytics.partitions import read_collection
     from analytics.planning import plan_reads
     from analytics.runner import _apply, _stream

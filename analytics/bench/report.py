@@ -19,7 +19,7 @@ from typing import Callable
 from analytics.bench import all_experiments
 from analytics.bench.output import _fmt, plot_png, point_columns
 from analytics.bench.runner import stored_runs
-from ingest.htmlpage import CSS, esc, html_table, png_uri
+from analytics.report.page import CSS, esc, html_table, png_uri
 
 __all__ = ["write_report", "render"]
 
@@ -121,7 +121,7 @@ def _published_only(exp) -> list[dict]:
 def write_report(settings, out_dir: Path, html_path: Path | None = None,
                  log: Callable[[str], None] = print) -> Path:
     """Write the page (default ``OUT/report.html``) from every stored run; return its path."""
-    from ingest.connection import database
+    from ingest.store.connection import database
 
     with database(settings, log) as conn:
         runs = stored_runs(conn.db, latest=True)

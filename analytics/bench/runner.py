@@ -28,8 +28,8 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
                    log: Callable[[str], None] = print, params: dict | None = None) -> dict:
     """Run ``experiment`` at ``size`` (or with ``params``) on the configured MongoDB (the
     embedded server by default); store and write its run document and return it."""
-    from ingest.connection import database
-    from ingest.mongo import connect, close_client, db_errors
+    from ingest.store.connection import database
+    from ingest.store.mongo import connect, close_client, db_errors
 
     params = experiment.params(size) if params is None else params
     started = datetime.now(timezone.utc)
@@ -85,7 +85,7 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
 
 def stored_runs(db, names: list[str] | None = None, latest: bool = True) -> list[dict]:
     """The runs in ``bench_runs`` (newest first), or only each experiment's newest with ``latest``."""
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     query = {"experiment": {"$in": names}} if names else {}
     with db_errors(f"reading {RUNS}"):

@@ -39,7 +39,7 @@ Client threads are threads of one process, as YCSB's are: pymongo releases the G
 on the socket, so on this 2-core machine T threads keep T requests in flight (the server, not the
 client, is the bottleneck).  Every thread has its own seeded ``random.Random`` (YCSB uses
 ``ThreadLocalRandom``), so a run's choices are reproducible; the generators' shared state (counters,
-zeta) is locked as YCSB synchronises it.  Only :mod:`ingest.mongo` reaches MongoDB.
+zeta) is locked as YCSB synchronises it.  Only :mod:`ingest.store.mongo` reaches MongoDB.
 """
 
 from __future__ import annotations
@@ -417,7 +417,7 @@ def load_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, sto
     """Insert ``workload.recordcount`` records from ``threads`` threads (``batch`` per ``insertMany``; YCSB's
     ``batchsize``, 1 by default), stopping at ``stop_at`` (``time.monotonic()``).  INSERT latencies are per
     call: per batch when ``batch`` > 1.  ``inserted`` is the number of records loaded (0 .. n-1)."""
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     result = PhaseResult("load", threads)
     client = connect(uri, max_pool_size=max(threads, 16))
@@ -457,7 +457,7 @@ def run_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, oper
     applies to every write; by default the URI's or the server's.  ``after(result)`` is called once the
     threads are done, before the client closes: with w=0 closing waits until the server has read every
     unacknowledged write, so a caller measuring how long the server takes to apply them does it there."""
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     result = PhaseResult("run", threads)
     client = connect(uri, max_pool_size=max(threads, 16), write_concern=write_concern)
@@ -511,7 +511,7 @@ def run_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, oper
 def remove_run_inserts(uri: str, db_name: str, workload: CoreWorkload, inserted: int, collection: str = TABLE) -> None:
     """Delete the records a run inserted (key numbers ``recordcount ..``), so the next run starts from the
     loaded records, as a fresh YCSB process (whose insert counter starts at ``recordcount`` again) expects."""
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     if inserted <= 0:
         return
@@ -527,7 +527,7 @@ def remove_run_inserts(uri: str, db_name: str, workload: CoreWorkload, inserted:
 
 def drop_table(uri: str, db_name: str, collection: str = TABLE) -> None:
     """Drop the YCSB table: each load starts from an empty collection."""
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     client = connect(uri)
     try:

@@ -2,7 +2,7 @@
 
 The rules (``fields``, ``unwind``, ``numeric``, ``derived``) are those of the
 suite format, :mod:`analytics.validation.suites`.  Paths are read as
-:func:`analytics.schema.get_path` reads them (the project's one dotted-path
+:func:`ingest.schema.get_path` reads them (the project's one dotted-path
 reader; a plain field name takes a shortcut).  pandas is imported only when a
 frame is built.  Reading the documents is :mod:`analytics.validation.stream`'s
 business.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Iterator
 
-from analytics.schema import path_getter
+from ingest.schema import path_getter
 from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec
 
 __all__ = ["document_rows", "build_frame", "short_repr"]

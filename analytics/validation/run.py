@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from analytics.cluster import thread_count
+from ingest.cluster import thread_count
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -22,7 +22,7 @@ from analytics.validation.results import (
 )
 from analytics.validation.stream import DEFAULT_CHUNK_ROWS, Accumulator, check_chunk, raw_chunks
 from analytics.validation.suites import SuiteSpec, load_suites
-from ingest.catalog import VALIDATION as RUNS_COLLECTION
+from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
 from ingest.errors import ConfigError
 
 __all__ = ["validate", "RUNS_COLLECTION"]
@@ -134,7 +134,7 @@ def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: in
     :func:`_smallest_first`).  At most two chunks per worker thread are in
     flight, whichever suites they belong to.
     """
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     serial = client is None or max_rows is not None
     window = 2 * thread_count(client) if not serial else 0
@@ -190,7 +190,7 @@ def validate(
     report; call :meth:`ValidationReport.raise_for_critical` to turn critical
     failures into :class:`ValidationFailed`.
     """
-    from ingest.mongo import client as mongo_client, db_errors
+    from ingest.store.mongo import client as mongo_client, db_errors
 
     if max_rows is not None and max_rows < 1:
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")

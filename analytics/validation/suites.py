@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from analytics.schema import projection_for
+from ingest.schema import projection_for
 from ingest.errors import ConfigError
 
 __all__ = [

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest import parsers
-from ingest.catalog import BATCHES, CLAIMS, LEDGER
+from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
 from ingest.fileio import GZIP_MAGIC, printable
 from ingest.load.content import MAX_ERRORS_KEPT, content_filters, documents_of
@@ -51,7 +51,7 @@ from ingest.load.claims import ClaimTimeout
 from ingest.load.files import incarnation
 from ingest.load.records import drop_records, replace_older, write_versions
 from ingest.load.writer import RECORDS
-from ingest.mongo import durable, insert_new
+from ingest.store.mongo import durable, insert_new
 from ingest.timing import utcnow
 
 __all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", "Prepared", "prepare", "commit",

@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from ingest.catalog import CLAIMS, LEDGER
+from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.errors import SciIngestError
-from ingest.mongo import Retry, claim
+from ingest.store.mongo import Retry, claim
 
 #: Lease of a claim, renewed every quarter of it while the owner works.
 LEASE_S = float(os.environ.get("SCI_INGEST_LEASE_SECONDS", "60"))

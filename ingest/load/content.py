@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 
-from ingest.catalog import HITS, MATERIALS, SEARCHES, TASKS
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
 from ingest.load.outcome import FileOutcome

@@ -1,6 +1,6 @@
 """One file, loaded as a transaction: all of it or nothing, exactly once, whatever stops it.
 
-The steps for a file (``ingest.ledger`` names the entry's fields):
+The steps for a file (``ingest.store.ledger`` names the entry's fields):
 
 1. claim its ledger entry (another loader holding it: wait; a dead one: take over);
 2. skip it if its entry says it is loaded with the same size and mtime, or the
@@ -42,17 +42,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest import parsers
-from ingest.catalog import BATCHES, CLAIMS, LEDGER
+from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
 from ingest.fileio import printable
-from ingest.ledger import Ledger
+from ingest.store.ledger import Ledger
 from ingest.load.claims import ClaimLost, Claims, ClaimTimeout, Owner
 from ingest.load.content import content_filters, write_content
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, hash_version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
-from ingest.mongo import Retry
+from ingest.store.mongo import Retry
 from ingest.timing import utcnow
 
 __all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run", "incarnation"]

@@ -4,9 +4,9 @@ Every secondary index costs every insert: on the embedded server the five
 secondary indexes of ``hits`` made raw inserts 4.0x slower, and building them
 after a load instead of during it saved about a third of the time.  So:
 
-* the indexes the loader itself needs (:data:`ingest.catalog.LOAD_INDEXES`:
+* the indexes the loader itself needs (:data:`ingest.store.catalog.LOAD_INDEXES`:
   documents by content, the ledger) always exist;
-* the analysts' and analyses' indexes (:data:`ingest.catalog.QUERY_INDEXES`)
+* the analysts' and analyses' indexes (:data:`ingest.store.catalog.QUERY_INDEXES`)
   are **built after the load** when it is a *bulk* load, and kept up during
   the load otherwise.  A load is bulk when it is expected to add at least
   :data:`BULK_MIN_DOCUMENTS` documents and at least as many as the data
@@ -24,8 +24,8 @@ lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a 
 
 from __future__ import annotations
 
-from ingest.catalog import DATA_COLLECTIONS, QUERY_INDEXES
-from ingest.mongo import Retry, drop_indexes
+from ingest.store.catalog import DATA_COLLECTIONS, QUERY_INDEXES
+from ingest.store.mongo import Retry, drop_indexes
 from ingest.query.plan import ensure_exact_indexes, exact_indexes
 
 __all__ = ["BULK_MIN_DOCUMENTS", "BYTES_PER_DOCUMENT", "expected_documents", "is_bulk", "before_load",

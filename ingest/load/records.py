@@ -38,9 +38,9 @@ import zlib
 import bson
 from pymongo import DeleteOne, InsertOne, ReplaceOne
 
-from ingest.catalog import MATERIALS, META, TASKS, VERSIONS
-from ingest.mongo import Retry, compressed_bson, conditional_writes, insert_new
-from ingest.sharding import key_filter
+from ingest.store.catalog import MATERIALS, META, TASKS, VERSIONS
+from ingest.store.mongo import Retry, compressed_bson, conditional_writes, insert_new
+from ingest.sharding.collections import key_filter
 
 __all__ = ["RECORD_COLLECTIONS", "version_order", "write_records", "write_versions", "replace_older", "drop_records",
            "settle", "ensure_versions"]

@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ingest.catalog import BATCHES, CLAIMS, TIMINGS
+from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
 from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
-from ingest.ledger import Ledger
+from ingest.store.ledger import Ledger
 from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
@@ -38,7 +38,7 @@ from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
 from ingest.load.writer import PipelinedWriter
-from ingest.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
+from ingest.store.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
 from ingest.timing import StageRecord, from_epoch
 
 __all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group"]

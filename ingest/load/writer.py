@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ingest.errors import ServerUnavailable
 from ingest.load.records import write_records
-from ingest.mongo import Retry, insert_new
+from ingest.store.mongo import Retry, insert_new
 
 INSERT, RECORDS = "insert", "records"
 

@@ -2,7 +2,7 @@
 
 * :mod:`ingest.query.language`: the ``--where`` expression language: a lark grammar,
   its abstract syntax tree, field names resolved and values typed through the curated
-  declarations (:mod:`ingest.curated`);
+  declarations (:mod:`ingest.store.curated`);
 * :mod:`ingest.query.compile`: the tree compiled to a MongoDB filter of plain query
   operators, the same tree evaluated in Python (the reference semantics the tests hold
   the server to), and a whole query (:class:`~ingest.query.compile.Spec`: filter,
@@ -19,7 +19,7 @@
 * :mod:`ingest.query.export`: ``sci-ingest export``: those batches streamed to Parquet,
   Arrow IPC or CSV.
 
-The command line is :mod:`ingest.cli_query`.
+The command line is :mod:`ingest.cli.query`.
 """
 
 from __future__ import annotations

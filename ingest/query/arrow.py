@@ -1,6 +1,6 @@
 """Raw BSON batches to Arrow tables of a declared schema, with documents of other types set aside.
 
-An export's columns are curated fields (:mod:`ingest.curated`): a name, a document path
+An export's columns are curated fields (:mod:`ingest.store.curated`): a name, a document path
 (``hsps.0.evalue``) and a kind.  From them come
 
 * the projection (the same fields a bare ``find`` would ask for: ``hsps.evalue``);

@@ -243,8 +243,8 @@ MAX_LIMIT = 2**62
 
 @dataclass
 class Spec:
-    curated: object  # ingest.curated.Curated
-    fields: list  # [ingest.curated.Field]
+    curated: object  # ingest.store.curated.Curated
+    fields: list  # [ingest.store.curated.Field]
     filter: dict
     sort: list[tuple[str, int]] | None = None
     limit: int = 0
@@ -260,7 +260,7 @@ class Spec:
     def projection(self) -> dict:
         """The inclusion projection of the columns (list indexes dropped: ``hsps.0.evalue`` -> ``hsps.evalue``);
         ``_id`` always comes (it names a document set aside by an export)."""
-        from analytics.schema import projection_for
+        from ingest.schema import projection_for
 
         projection = projection_for(f.path for f in self.fields)
         projection.pop("_id", None)

@@ -172,7 +172,7 @@ def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: in
     """Export ``spec`` (:class:`ingest.query.compile.Spec`) from ``coll`` to ``out`` as ``fmt``."""
     from bson import json_util
 
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
     from ingest.query.arrow import Converter
 
     if fmt not in FORMATS:

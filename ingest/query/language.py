@@ -2,7 +2,7 @@
 
 An expression is parsed by a lark LALR grammar (:data:`GRAMMAR`) into a tree of
 :class:`And`, :class:`Or`, :class:`Not` and condition nodes; every field name is
-resolved through the collection's curated declaration (:mod:`ingest.curated`) and
+resolved through the collection's curated declaration (:mod:`ingest.store.curated`) and
 every value checked against the field's kind.  Nothing is ever pasted into a filter
 as text: :mod:`ingest.query.compile` turns the tree into a filter of plain query
 operators.  The language (also in the README)::

@@ -60,8 +60,8 @@ def atomic_output(path: str | None, binary: bool = False) -> Iterator:
 
 
 def rows(cursor, fields) -> Iterator[list]:
-    """Each document of ``cursor`` as the values of ``fields`` (paths read as :func:`analytics.schema.get_path`)."""
-    from analytics.schema import path_getter
+    """Each document of ``cursor`` as the values of ``fields`` (paths read as :func:`ingest.schema.get_path`)."""
+    from ingest.schema import path_getter
 
     getters = [path_getter(f.path) for f in fields]
     for doc in cursor:
@@ -153,7 +153,7 @@ def _table(out, names: list[str], values: Iterable[list]) -> int:
 
 def run_query(coll, spec, fmt: str, out_path: str | None, log) -> int:
     """Stream the documents of ``spec`` from ``coll`` to ``out_path`` (stdout when None) as ``fmt``; rows written."""
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     cursor = coll.find(spec.filter, spec.projection, batch_size=BATCH)
     if spec.sort:

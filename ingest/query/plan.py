@@ -13,7 +13,7 @@
   index of the same keys under another name counts as present), never drops one, and
   reports per index ``present``, ``created`` or ``refused`` with the server's reason (a
   server that lacks a kind of index is reported, never worked around).  The data
-  collections' indexes are :data:`ingest.catalog.QUERY_INDEXES`; the analyses' outputs get
+  collections' indexes are :data:`ingest.store.catalog.QUERY_INDEXES`; the analyses' outputs get
   theirs when they are published, and here again for the outputs that exist (one never
   published is not created empty).
 * :func:`numeric_keys_exact`: SecantusDB 0.7 encodes a number's index key with a
@@ -36,7 +36,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.mongo import db_errors
+from ingest.store.mongo import db_errors
 
 __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "explain", "read_plan", "scan_warning",
            "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note",
@@ -248,7 +248,7 @@ _DESCRIBED: dict[int, object] = {}
 
 def _server(db):
     """The server behind ``db`` (described once per client)."""
-    from ingest.mongo import describe
+    from ingest.store.mongo import describe
 
     key = id(db.client)
     if key not in _DESCRIBED:
@@ -258,7 +258,7 @@ def _server(db):
 
 def _float_paths(collection: str) -> set[str]:
     """The document paths of ``collection`` declared to hold floats (curated fields, output columns)."""
-    from ingest.curated import UnknownCollection, get
+    from ingest.store.curated import UnknownCollection, get
 
     try:
         return {f.path for f in get(collection).fields if f.kind == "float64"}
@@ -303,7 +303,7 @@ def ensure_exact_indexes(db, indexes: dict[str, list]) -> dict:
     """Create ``indexes`` ({collection: [keys]}) as :func:`exact_indexes` has them, and drop the
     declared ones it cuts or leaves out where a database made before has them.  Returns
     {"created": n, "dropped": n, "changed": {collection: [(declared, instead)]}}."""
-    from ingest.mongo import drop_indexes, ensure_indexes
+    from ingest.store.mongo import drop_indexes, ensure_indexes
 
     plan, changed = {}, {}
     for coll, keys in indexes.items():
@@ -344,7 +344,7 @@ def present_indexes(db) -> dict[str, set[tuple]]:
 
 def build_indexes(db, only: list[str] | None = None, dry_run: bool = False) -> list[dict]:
     """Create the missing curated indexes (of ``only`` collections, default all); one row per index."""
-    from ingest.curated import all_curated, index_name
+    from ingest.store.curated import all_curated, index_name
     from ingest.errors import UnsupportedFeature
 
     rows = []

@@ -98,7 +98,7 @@ class _Server:
     def start(self) -> None:
         if not self.embedded:
             return
-        from ingest.server import EmbeddedServer
+        from ingest.server.embedded import EmbeddedServer
 
         cache = os.environ.get(CACHE_ENV) or self.params["cache_size"]
         if cache != self.params["cache_size"]:
@@ -123,7 +123,7 @@ class _Server:
     def status(self, client) -> dict:
         """serverStatus, or {} when the server refuses it."""
         from ingest.errors import DatabaseError
-        from ingest.mongo import db_errors
+        from ingest.store.mongo import db_errors
 
         try:
             with db_errors("serverStatus", uri=self.uri):
@@ -172,7 +172,7 @@ class _Server:
 def _data_mb(db, documents: int, server: _Server) -> float:
     """The collection's data size (uncompressed BSON) from collStats, else documents x DOC_BYTES."""
     from ingest.errors import DatabaseError
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     try:
         with db_errors("collStats", uri=server.uri):
@@ -187,7 +187,7 @@ def _data_mb(db, documents: int, server: _Server) -> float:
 
 def _insert(coll, start: int, stop: int, batch: int, ctx, server: _Server) -> tuple[float, int]:
     """Insert keys ``start`` .. ``stop``-1 (fewer if the deadline passes): (seconds, keys now held)."""
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     t, have = time.perf_counter(), start
     for lo in range(start, stop, batch):
@@ -203,7 +203,7 @@ def _insert(coll, start: int, stop: int, batch: int, ctx, server: _Server) -> tu
 def _reads(coll, keys: list[int], ctx, server: _Server):
     """Read each key (one point read each); (seconds, reads done, found, Latency).  Stops at the deadline."""
     from analytics.bench.latency import Latency
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     latency, found, done = Latency(), 0, 0
     t = time.perf_counter()
@@ -234,7 +234,7 @@ def _mark(points: list[dict]) -> None:
 
 def run(ctx, params: dict) -> list[dict]:
     from ingest.errors import DatabaseError
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     server = _Server(ctx, params)
     rng = random.Random(params.get("seed", 2011))

@@ -42,7 +42,7 @@ COLLECTION = "checkpoints"
 # ------------------------------------------------------------------ one worker process: its share of the tasks
 def _tasks(barrier, index, uri, db_name, task_ids, interval, size_kb, work_s, mode, stop_at) -> dict:
     from analytics.bench.latency import Latency
-    from ingest.mongo import close_client, connect
+    from ingest.store.mongo import close_client, connect
 
     payload = os.urandom(size_kb * 1024) if interval else b""
     shared = connect(uri, max_pool_size=max(1, len(task_ids))) if mode == "pooled" else None
@@ -71,7 +71,7 @@ def _tasks(barrier, index, uri, db_name, task_ids, interval, size_kb, work_s, mo
 def _task(task_id, go, uri, db_name, shared, interval, payload, work_s, stop_at, outcomes) -> None:
     from analytics.bench.latency import Latency
     from ingest.errors import SciIngestError
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     latency, written, failures, first_error, cut = Latency(), 0, 0, None, False
     key = f"task-{task_id}"
@@ -110,7 +110,7 @@ def _task(task_id, go, uri, db_name, shared, interval, payload, work_s, stop_at,
 def _connections_created(client, uri: str):
     """``serverStatus.connections.totalCreated``, or None where the server does not report it."""
     from ingest.errors import DatabaseError
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     try:
         with db_errors("asking serverStatus for the connections created", uri=uri, feature="serverStatus"):
@@ -135,7 +135,7 @@ def _grid(params: dict) -> list[dict]:
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.experiments.workers import run_gang
     from analytics.bench.latency import Latency
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     work_s = float(params["work_s"])
     grid = _grid(params)

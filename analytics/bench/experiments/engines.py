@@ -131,7 +131,7 @@ PIPELINES = {"oxide_formation_energy": oxide_pipeline, "best_hits": best_hits_pi
 def _frame(analysis, rows: list[dict]):
     import pandas as pd
 
-    from analytics.schema import conform, empty
+    from ingest.schema import conform, empty
 
     if not rows:
         return empty(analysis.output_types)
@@ -140,7 +140,7 @@ def _frame(analysis, rows: list[dict]):
 
 def by_aggregation(analysis, uri: str, db_name: str):
     """The analysis's output computed by the server in one ``aggregate``."""
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"aggregating {analysis.name}", uri=uri, feature=f"the {analysis.name} aggregation"):
         rows = list(shared_client(uri)[db_name][analysis.source].aggregate(PIPELINES[analysis.name](),
@@ -150,7 +150,7 @@ def by_aggregation(analysis, uri: str, db_name: str):
 
 def by_pandas(analysis, uri: str, db_name: str):
     """One ``find`` into one DataFrame in this process; the declared function and combine once."""
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     schema = analysis.schema
     with db_errors(f"reading {db_name}.{analysis.source}", uri=uri):
@@ -164,7 +164,7 @@ def by_dask(analysis, client, uri: str, db_name: str, out_dir, run_id: str):
     import pandas as pd
 
     from analytics.runner import run_analysis
-    from analytics.schema import conform
+    from ingest.schema import conform
 
     result = run_analysis(analysis, client, uri, db_name, run_id, out_dir)
     return conform(pd.read_parquet(result.parquet_path).drop(columns=["run_id"]), analysis.output_types)
@@ -173,9 +173,9 @@ def by_dask(analysis, client, uri: str, db_name: str, out_dir, run_id: str):
 def native_mapreduce(ctx) -> str | None:
     """What the server's JavaScript ``mapReduce`` does with a collection that has documents
     (None: it works; else why it cannot stand for native MapReduce here)."""
-    from ingest.catalog import MATERIALS
+    from ingest.store.catalog import MATERIALS
     from ingest.errors import SciIngestError
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     try:
         with db_errors("probing mapReduce", uri=ctx.uri, feature="mapReduce"):
@@ -200,7 +200,7 @@ def _timed(fn, *args):
 
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.dataset import BenchData, frames_equal
-    from analytics.cluster import dask_client, warm_up
+    from ingest.cluster import dask_client, warm_up
     from analytics.registry import get_analysis
     from ingest.errors import UnsupportedFeature
 

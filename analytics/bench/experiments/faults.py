@@ -7,7 +7,7 @@ half -- lost, since a lost compute node holds no data (losing the MongoDB server
 have failed it).
 
 Here the data live in MongoDB and the compute in a Dask LocalCluster of ``workers``
-single-threaded worker processes (the project's :func:`analytics.cluster.dask_client`).
+single-threaded worker processes (the project's :func:`ingest.cluster.dask_client`).
 For each ``k`` in ``killed`` (0 ... N/2) a fresh cluster runs the stage
 (:func:`analytics.bench.dataset.run_stage`: the runner's planning, reading, per-partition
 function and combine, in chunks of ``chunk_rows`` documents so that there are many tasks)
@@ -94,7 +94,7 @@ def stage_with_kills(client, analysis, ctx, params: dict, k: int) -> dict:
 
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.dataset import BenchData, frames_equal
-    from analytics.cluster import dask_client, warm_up
+    from ingest.cluster import dask_client, warm_up
     from analytics.registry import get_analysis
 
     if ctx.scheduler:

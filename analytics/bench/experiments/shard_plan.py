@@ -1,6 +1,6 @@
 """``shard-plan``: where sequentially arriving keys land on N shards, hashed against ranged.
 
-The placement model is :mod:`analytics.shard_plan` (the ``sci-ingest shard-plan`` command);
+The placement model is :mod:`ingest.sharding.plan` (the ``sci-ingest shard-plan`` command);
 this experiment sweeps the shard count for keys that grow with time (as ``_id``s and
 search ids do) and measures the balance at rest and the share of the newest inserts that
 all go to one shard: the reason the SSEARCH thesis sharded on a hashed key (SS-F5.6).
@@ -16,7 +16,7 @@ __all__ = ["EXPERIMENTS"]
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.shard_plan import generated_keys, plan_collection
+    from ingest.sharding.plan import generated_keys, plan_collection
 
     sample = generated_keys("hits", "search_id", params["documents"], params["doc_bytes"])
     points = []

@@ -8,7 +8,7 @@ stayed flat.
 
 For data in MongoDB (the case of this project), three ways, each timed phase by phase on a
 Dask cluster of ``workers`` single-threaded processes (the project's
-:func:`analytics.cluster.dask_client`), at growing input sizes
+:func:`ingest.cluster.dask_client`), at growing input sizes
 (:class:`analytics.bench.dataset.BenchData`):
 
 * ``mongo-to-mongo``: ``read`` the source into the workers' memory as the runner reads it
@@ -77,7 +77,7 @@ def _wait(client, futures: list) -> None:
 
 def read_source(client, analysis, uri: str, db_name: str, chunk_rows: int | None) -> list:
     """The source as futures of frames held by the workers, read as the server's plan says."""
-    from analytics.cluster import thread_count
+    from ingest.cluster import thread_count
     from analytics.partitions import read_partition
     from analytics.planning import plan_reads
     from analytics.streaming import chunk_frame, read_chunks
@@ -103,7 +103,7 @@ def compute(client, analysis, futures: list):
 def write_mongo(uri: str, db_name: str, collection: str, frame, id_column: str, run_id: str) -> int:
     """Replace ``collection`` with the output documents (the runner's form); documents found."""
     from analytics.runner import _documents
-    from ingest.mongo import db_errors, shared_client
+    from ingest.store.mongo import db_errors, shared_client
 
     db = shared_client(uri)[db_name]
     with db_errors(f"writing {db_name}.{collection}", uri=uri):
@@ -192,7 +192,7 @@ def _measure(ctx, client, analysis, scale: int, chunk_rows: int | None) -> list[
 
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.dataset import BenchData
-    from analytics.cluster import dask_client, warm_up
+    from ingest.cluster import dask_client, warm_up
     from analytics.registry import get_analysis
 
     analyses = [get_analysis(n) for n in params.get("analyses", ["best_hits"])]

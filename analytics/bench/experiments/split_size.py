@@ -89,7 +89,7 @@ def measure(ctx, client, analysis, split: Split, repeats: int):
 
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.dataset import BenchData, frames_equal, run_stage
-    from analytics.cluster import dask_client, warm_up
+    from ingest.cluster import dask_client, warm_up
     from analytics.registry import get_analysis
 
     analysis = get_analysis(params.get("analysis", "oxide_formation_energy"))

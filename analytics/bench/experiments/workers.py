@@ -45,7 +45,7 @@ __all__ = ["EXPERIMENTS"]
 SAMPLES = Path(__file__).resolve().parents[3] / "samples" / "pasta"
 COLLECTIONS = ("searches", "hits")
 _START = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-_PRELOAD = ["ingest.mongo", "ingest.parsers.pasta", "ingest.documents.search", "analytics.bench.latency", __name__]
+_PRELOAD = ["ingest.store.mongo", "ingest.parsers.pasta", "ingest.documents.search", "analytics.bench.latency", __name__]
 
 
 # ------------------------------------------------------------------ documents
@@ -162,7 +162,7 @@ def run_gang(target, arglists: list[tuple], phases: int, timeouts: list[float], 
 def _worker(barrier, index, uri, db_name, workers, n_docs, n_reads, batch, write_until, read_until, written,
             seed) -> dict:  # fmt: skip
     from analytics.bench.latency import Latency
-    from ingest.mongo import close_client, connect, db_errors, insert_new
+    from ingest.store.mongo import close_client, connect, db_errors, insert_new
 
     template = sample_documents(sample_files())
     client = connect(uri)
@@ -234,7 +234,7 @@ def _share(total: int, parts: int, i: int) -> int:
 # ------------------------------------------------------------------ the experiment
 def run(ctx, params: dict) -> list[dict]:
     from analytics.bench.latency import Latency
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     files = sample_files()
     points = [generation_rate(files, params["generate_docs"], params["generate_s"])]

@@ -48,7 +48,7 @@ W0_SEND_SHARE = 0.4  # a w0 run sends for this share of its time: the server app
 
 
 def _status(ctx) -> dict:
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     client = connect(ctx.uri)
     try:

@@ -102,7 +102,7 @@ def _note_scan_plan(ctx) -> None:
     """Say how the server runs YCSB's scan (``_id >= k`` sorted by ``_id``, limit n): MongoDB walks the
     ``_id`` index (IXSCAN); a server that scans and sorts the whole collection makes workload E slow."""
     from analytics.bench.ycsb import TABLE, build_key_name
-    from ingest.mongo import close_client, connect, db_errors
+    from ingest.store.mongo import close_client, connect, db_errors
 
     client = connect(ctx.uri)
     try:

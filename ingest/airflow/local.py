@@ -77,7 +77,7 @@ def airflow_env(state_dir: Path, port: int, mongo_uri: str | None, base: dict | 
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORDS),
         "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "True",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "ingest.airflow_local.SQLITE_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "ingest.airflow.local.SQLITE_CONNECT_ARGS",
         "SCI_INGEST_HOME": str(Path(state_dir)),
         "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
     })  # fmt: skip
@@ -100,8 +100,8 @@ def admin_password(state_dir: Path, timeout: float = 0.0) -> str | None:
 
 
 def _embedded_uri(settings, log) -> str:
-    from ingest.access import load_credentials, with_credentials
-    from ingest.server import start_background
+    from ingest.server.access import load_credentials, with_credentials
+    from ingest.server.embedded import start_background
 
     state = start_background(settings.state_dir)
     log(f"MongoDB: the embedded SecantusDB server, pid {state['pid']}, {state['uri']} "

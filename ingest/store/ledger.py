@@ -28,9 +28,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ingest.catalog import LEDGER
+from ingest.store.catalog import LEDGER
 from ingest.fileio import open_regular
-from ingest.mongo import Retry, durable
+from ingest.store.mongo import Retry, durable
 
 #: Fields the planner reads to decide, per file, whether it must be loaded.
 PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
@@ -109,7 +109,7 @@ class Ledger:
         """Update the entry of ``key`` if ``owner_id`` still holds it (any entry when None).
 
         ``journaled``: acknowledged only once the journal holds it and every write
-        before it (see :func:`ingest.mongo.durable`): for the entry's final state.
+        before it (see :func:`ingest.store.mongo.durable`): for the entry's final state.
         """
         query: dict = {"_id": key}
         if owner_id is not None:

@@ -1,14 +1,14 @@
 """Where the documents would land on N shards: a hashed key against a ranged key on the same field.
 
-For each data collection and its shard-key field (:data:`ingest.sharding.KEYS`),
+For each data collection and its shard-key field (:data:`ingest.sharding.collections.KEYS`),
 the keys actually loaded (read in the server's natural order, which for a
 collection that only grew is the order of arrival) or a generated sample of
 sequential keys, with each document's size, are placed two ways:
 
 **hashed** -- MongoDB's even initial split of an empty collection
-(:func:`ingest.sharding.hashed_split_points`: one chunk per shard from 7.2,
+(:func:`ingest.sharding.collections.hashed_split_points`: one chunk per shard from 7.2,
 two before), chunks given to shards in contiguous blocks, each key placed by
-its real hashed value (:func:`ingest.hashkey.hash64`).  Inserts land where
+its real hashed value (:func:`ingest.sharding.hashkey.hash64`).  Inserts land where
 they will stay, so the arrival figure is the at-rest one.
 
 **ranged** -- at rest, chunks split at the key's quantiles once everything is
@@ -103,7 +103,7 @@ def read_keys(db, collection: str, key_field: str) -> KeySample:
     the key null, as MongoDB places it.
     """
     from ingest.errors import DatabaseError, ServerUnavailable
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
 
     keys: list = []
     sizes: list[int] = []
@@ -168,8 +168,8 @@ def _last_share(shard_of_insert: list[int], shards: int) -> tuple[float, int]:
 
 
 def hashed_placement(sample: KeySample, shards: int, version: tuple[int, int] = (8, 0)) -> Placement:
-    from ingest.hashkey import hash64
-    from ingest.sharding import chunks_per_shard, hashed_split_points
+    from ingest.sharding.hashkey import hash64
+    from ingest.sharding.collections import chunks_per_shard, hashed_split_points
 
     per = chunks_per_shard(version)
     points = hashed_split_points(per * shards)

@@ -141,7 +141,7 @@ def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
         replies = client.run(_import_for_analyses)
         _import_for_analyses()
     if uri:
-        from ingest.mongo import db_errors, shared_client
+        from ingest.store.mongo import db_errors, shared_client
 
         with db_errors("connecting", uri=uri):
             shared_client(uri).admin.command("ping")

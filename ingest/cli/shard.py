@@ -1,9 +1,9 @@
 """The sharding commands of ``sci-ingest``: ``hash``, ``shard`` and ``shard-plan``.
 
-Kept apart from :mod:`ingest.cli` (which registers them through
+Kept apart from :mod:`ingest.cli.main` (which registers them through
 :func:`register`) so that the main command module stays readable; the logic
-lives in :mod:`ingest.hashkey`, :mod:`ingest.sharding` and
-:mod:`analytics.shard_plan`.
+lives in :mod:`ingest.sharding.hashkey`, :mod:`ingest.sharding.collections` and
+:mod:`ingest.sharding.plan`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ EXIT_HASH = ("\nexit codes:\n  0  every value hashed\n"
 
 def cmd_hash(args) -> int:
     """One signed 64-bit decimal per value: argument values, else one value per line of stdin."""
-    from ingest.hashkey import hash64, parse_value
+    from ingest.sharding.hashkey import hash64, parse_value
 
     if not -(2**31) <= args.seed < 2**31:
         print(f"error: --seed is a 32-bit signed integer, not {args.seed}", file=sys.stderr)
@@ -47,11 +47,11 @@ def cmd_hash(args) -> int:
 
 def cmd_shard(args) -> int:
     """Shard the data collections on their hashed keys through mongos (or print the commands)."""
-    from ingest.connection import database
+    from ingest.store.connection import database
     from ingest.errors import UnsupportedFeature
     from ingest.report import dumps
-    from ingest.cli import _settings
-    from ingest.sharding import shard
+    from ingest.cli.main import _settings
+    from ingest.sharding.collections import shard
 
     with database(_settings(args)) as conn:
         db_name = args.db or conn.db.name
@@ -85,13 +85,13 @@ def cmd_shard_plan(args) -> int:
     """Hashed against ranged placement of each collection's keys on N shards: a table and a PNG."""
     from pathlib import Path
 
-    from analytics.shard_plan import (DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows,
+    from ingest.sharding.plan import (DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows,
                                       write_png)
-    from ingest.cli import _settings
-    from ingest.connection import database
-    from ingest.mongo import db_errors
+    from ingest.cli.main import _settings
+    from ingest.store.connection import database
+    from ingest.store.mongo import db_errors
     from ingest.report import dumps, table
-    from ingest.sharding import KEYS, version_tuple
+    from ingest.sharding.collections import KEYS, version_tuple
 
     if args.shards < 1:
         print(f"error: --shards must be at least 1, not {args.shards}", file=sys.stderr)

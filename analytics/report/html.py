@@ -15,7 +15,7 @@ What the page shows, all of it read from the database (``stage_timings``,
   (records in/out, excluded by reason) and its plot (``analysis.plot(frame)``) of the output
   now published (the Parquet file when this database's runs wrote it, else the collection).
 
-The page needs nothing but itself (:mod:`ingest.htmlpage`): styles inline, plots as PNG
+The page needs nothing but itself (:mod:`analytics.report.page`): styles inline, plots as PNG
 ``data:`` URIs, no script, no external URL.  Every string from the database is escaped:
 file names, formulas and ids are data, and data can be hostile.  Escaped twice: control
 characters (a newline, ESC, the bidirectional controls) are shown as ``\\n``, ``\\x1b``,
@@ -34,8 +34,8 @@ from typing import Callable
 
 from ingest.errors import SciIngestError
 from ingest.fileio import printable, stderr_line
-from ingest.htmlpage import CSS, figure_uri, html_table
-from ingest.htmlpage import esc as _html_esc
+from analytics.report.page import CSS, figure_uri, html_table
+from analytics.report.page import esc as _html_esc
 from ingest.timing import level_filter
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
@@ -101,7 +101,7 @@ def _size(n: int | None) -> str:
 # ------------------------------------------------------------------ reading
 def _pick(coll, run_id: str | None) -> tuple[str, str]:
     """(the run, why that one), as ``sci-ingest timings`` picks it."""
-    from ingest.cli import _chosen_run
+    from ingest.cli.main import _chosen_run
 
     chosen, why = _chosen_run(coll, SimpleNamespace(run=run_id, last=False))
     if chosen is None:
@@ -138,7 +138,7 @@ def _status(statuses) -> str:
 
 
 def _collections(db, analyses, stages: list[dict], out_dir: Path) -> list[dict]:
-    from ingest.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
+    from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
 
     present = set(db.list_collection_names())
 
@@ -172,7 +172,7 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
     """(the analysis's published output as a frame, or None; where it was read from)."""
     import pandas as pd
 
-    from analytics.schema import conform
+    from ingest.schema import conform
 
     if path.is_file():
         import pyarrow.parquet as pq
@@ -201,10 +201,10 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
 
 
 def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS) -> dict:
-    """Everything the page shows, read from ``conn`` (a :class:`ingest.connection.Connection`)."""
+    """Everything the page shows, read from ``conn`` (a :class:`ingest.store.connection.Connection`)."""
     from analytics.registry import all_analyses
-    from ingest.catalog import TIMINGS, VALIDATION
-    from ingest.mongo import db_errors, redact
+    from ingest.store.catalog import TIMINGS, VALIDATION
+    from ingest.store.mongo import db_errors, redact
 
     db = conn.db
     with db_errors("reading the run for the report"):
@@ -473,7 +473,7 @@ def render(data: dict, title: str = "sci-ingest run report") -> str:
 def write_report(settings, run_id: str | None = None, out_dir: Path | None = None, runs: int = DEFAULT_RUNS,
                  log: Callable[[str], None] | None = None) -> tuple[Path, str]:
     """Write ``OUT/index.html`` (OUT: default ``<home>/out/report``); (its path, the run shown)."""
-    from ingest.connection import database
+    from ingest.store.connection import database
 
     with database(settings, log or stderr_line) as conn:
         data = collect(conn, settings, run_id, runs)

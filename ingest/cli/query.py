@@ -7,7 +7,7 @@
     sci-ingest export hits --format parquet --out hits.parquet
     sci-ingest indexes                                                   (re)build the curated indexes
 
-Registered by :mod:`ingest.cli` through :func:`register`.
+Registered by :mod:`ingest.cli.main` through :func:`register`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _say(level: str, message: str) -> None:
 
 
 def _curated(name: str | None):
-    from ingest.curated import UnknownCollection, get, names
+    from ingest.store.curated import UnknownCollection, get, names
 
     if not name:
         raise UnknownCollection("", names())
@@ -78,7 +78,7 @@ def _print_fields(curated, as_json: bool) -> int:
 
 
 def _list_collections(as_json: bool) -> int:
-    from ingest.curated import all_curated
+    from ingest.store.curated import all_curated
     from ingest.report import dumps, table
 
     rows = [{"collection": c.name, "source": c.source, "fields": len(c.fields), "indexes": len(c.indexes),
@@ -100,7 +100,7 @@ def _guarded(func):
     """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 2; an output
     file that cannot be written (no such folder, no permission, disk full) -> one line, exit 1."""
     def run(args) -> int:
-        from ingest.curated import UnknownCollection
+        from ingest.store.curated import UnknownCollection
         from ingest.query import QueryError
 
         try:
@@ -129,8 +129,8 @@ def cmd_query(args) -> int:
         from ingest.query import QueryError
 
         raise QueryError("--out", "--format parquet writes a file: give --out FILE")
-    from ingest.cli import _settings
-    from ingest.connection import database
+    from ingest.cli.main import _settings
+    from ingest.store.connection import database
 
     with database(_settings(args)) as conn:
         coll = conn.db[curated.name]
@@ -157,13 +157,13 @@ def cmd_query(args) -> int:
 
 
 def _name(keys) -> str:
-    from ingest.curated import index_name
+    from ingest.store.curated import index_name
 
     return index_name(keys)
 
 
 def _explain(coll, spec, curated, as_json: bool) -> int:
-    from ingest.mongo import db_errors
+    from ingest.store.mongo import db_errors
     from ingest.query.plan import explain
     from ingest.report import dumps
 
@@ -217,8 +217,8 @@ def cmd_export(args) -> int:
     out = args.out or f"{curated.name}.{fmt}"
     if args.batch_size is not None and args.batch_size < 1:
         raise QueryError("--batch-size", f"must be at least 1, not {args.batch_size}")
-    from ingest.cli import _settings
-    from ingest.connection import database
+    from ingest.cli.main import _settings
+    from ingest.store.connection import database
 
     with database(_settings(args)) as conn:
         coll = conn.db[curated.name]
@@ -229,8 +229,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_indexes(args) -> int:
-    from ingest.cli import _settings
-    from ingest.connection import database
+    from ingest.cli.main import _settings
+    from ingest.store.connection import database
     from ingest.query.plan import build_indexes
     from ingest.query.plan import numeric_keys_exact
     from ingest.report import dumps, table

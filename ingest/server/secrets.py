@@ -9,7 +9,7 @@ One rule, applied in two places:
   ``***``.  It never raises, whatever the string: a URI too malformed for the
   driver is exactly the one an error message must show safely.
 * :func:`scrub` removes from any text the secrets of every URI this process was
-  given (:func:`remember`, called by :func:`ingest.mongo.client` before the
+  given (:func:`remember`, called by :func:`ingest.store.mongo.client` before the
   driver sees the URI), raw and percent-decoded: a driver message that quotes an
   option, a path or the URI itself cannot leak them.  Every
   :class:`~ingest.errors.SciIngestError` message passes through it, and so does

@@ -2,7 +2,7 @@
 
 Without ``--auth`` the embedded server answers anyone who can reach its
 loopback port (other users of the machine included); its files are its owner's
-only either way (see :mod:`ingest.server`).  ``sci-ingest server start --auth``
+only either way (see :mod:`ingest.server.embedded`).  ``sci-ingest server start --auth``
 turns authentication on for good for a sci-ingest home:
 
 1. the first time, the server is started briefly without authentication on a
@@ -12,7 +12,7 @@ turns authentication on for good for a sci-ingest home:
 3. from then on every server of that home (the shared one, and the private one a
    command starts) runs with ``--auth``, and every command of that home connects
    with the stored credentials; they never appear in output (the URI is redacted,
-   :mod:`ingest.secrets`).
+   :mod:`ingest.server.secrets`).
 
 ``sci-ingest server add-user NAME --read-only`` adds an analyst who can read
 the database and nothing else; the password goes to ``<home>/users/NAME.json``
@@ -64,7 +64,7 @@ def with_credentials(uri: str, creds: dict | None) -> str:
 
 
 def _write_private(path: Path, data: dict) -> None:
-    from ingest.server import _private_file
+    from ingest.server.embedded import _private_file
 
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     _private_file(path, json.dumps(data, indent=2))
@@ -75,8 +75,8 @@ def enable_auth(state_dir: Path, data_dir: Path) -> dict:
     creds = load_credentials(state_dir)
     if creds:
         return creds
-    from ingest.mongo import connect, db_errors
-    from ingest.server import EmbeddedServer
+    from ingest.store.mongo import connect, db_errors
+    from ingest.server.embedded import EmbeddedServer
 
     creds = {"user": ADMIN_USER, "password": secrets.token_urlsafe(24), "auth_source": "admin"}
     server = EmbeddedServer(data_dir)
@@ -100,7 +100,7 @@ def add_user(admin_uri: str, state_dir: Path, name: str, db_name: str, read_only
     if not _NAME.fullmatch(name) or name == ADMIN_USER:
         raise ConfigError(f"a user name is 1-64 letters, digits, '.', '_' or '-' (and not {ADMIN_USER!r}), "
                           f"not {name!r}")
-    from ingest.mongo import connect, db_errors
+    from ingest.store.mongo import connect, db_errors
 
     password = secrets.token_urlsafe(18)
     role = "read" if read_only else "readWrite"

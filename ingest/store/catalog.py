@@ -12,7 +12,7 @@ collection                one document per
 ``hits``                  hit of a query
 ``materials``             material (and entries, spectra, phonon documents about one)
 ``tasks``                 calculation task
-``ingest_files``          input file: the ledger (``ingest.ledger``)
+``ingest_files``          input file: the ledger (``ingest.store.ledger``)
 ``stage_timings``         timed stage of a run (``ingest.timing``)
 ``validation_runs``       expectation suite of a run (``analytics.validation``)
 ``ingest_claims``         content (sha256) being written by one loader (``ingest.load.claims``)
@@ -70,7 +70,7 @@ LOAD_INDEXES: dict[str, list[Index]] = {
 
 #: What analysts' questions and the analyses need (built after a bulk load):
 #: ``QUERY_INDEXES`` and ``INDEXES`` (every secondary index, by collection) are derived
-#: from the curated declarations of :mod:`ingest.curated` (each index next to the
+#: from the curated declarations of :mod:`ingest.store.curated` (each index next to the
 #: questions it answers), on first use (:func:`__getattr__`), so that importing the
 #: catalog stays free and the curated module may name the collections from here.
 QUERY_INDEXES: dict[str, list[Index]]
@@ -79,7 +79,7 @@ INDEXES: dict[str, list[Index]]
 
 def __getattr__(name: str):
     if name in ("QUERY_INDEXES", "INDEXES"):
-        from ingest.curated import query_indexes
+        from ingest.store.curated import query_indexes
 
         query = query_indexes()
         every = {coll: LOAD_INDEXES.get(coll, []) + query.get(coll, []) for coll in {**LOAD_INDEXES, **query}}

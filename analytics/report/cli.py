@@ -1,10 +1,10 @@
-"""``sci-ingest report``: a run on one self-contained HTML page (:mod:`ingest.html_report`).
+"""``sci-ingest report``: a run on one self-contained HTML page (:mod:`analytics.report.html`).
 
     sci-ingest report                     the most recent run that did work, in <home>/out/report/index.html
     sci-ingest report --run ID --out DIR  that run, in DIR/index.html
     sci-ingest report --runs 30           the throughput plot across the last 30 runs
 
-Registered by :mod:`ingest.cli` through :func:`register`.
+Registered by :mod:`ingest.cli.main` through :func:`register`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ EXIT_REPORT = ("\nexit codes:\n  0  written (its path on stdout)\n"
 
 
 def cmd_report(args) -> int:
-    from ingest.cli import _settings
-    from ingest.html_report import UnknownRun, write_report
+    from ingest.cli.main import _settings
+    from analytics.report.html import UnknownRun, write_report
     from ingest.report import dumps
 
     if args.runs < 1:

@@ -6,12 +6,12 @@ declared here once as a :class:`Curated`:
 
 * its **fields**: the name an analyst uses (``evalue``), the document path it reads
   (``hsps.0.evalue``: the first, best HSP; an integer component indexes a list), its
-  kind (one of :data:`analytics.schema.KINDS`) and what it means;
+  kind (one of :data:`ingest.schema.KINDS`) and what it means;
 * the **questions** it answers, each with an example in the ``--where`` language of
   ``sci-ingest query`` and the index that answers it (or none, said so);
 * the **indexes** those questions need, in order.
 
-Everything else derives from these declarations: :data:`ingest.catalog.QUERY_INDEXES`
+Everything else derives from these declarations: :data:`ingest.store.catalog.QUERY_INDEXES`
 (what a load builds, see :mod:`ingest.load.indexes`), the field names and kinds of
 ``sci-ingest query`` / ``export`` (:mod:`ingest.query`), their default columns, the
 Arrow schema of an export, ``sci-ingest query COLLECTION --fields-list`` and the tables of
@@ -21,11 +21,11 @@ The analyses' outputs are not repeated here: :func:`get` and :func:`all_curated`
 derive them from each :class:`analytics.registry.Analysis` (``output``,
 ``output_types``, ``questions``, ``indexes``), so an analysis added to the registry is
 queryable with nothing else to write.  The registry is imported only when an output
-is asked for (``ingest.catalog`` imports this module and must stay light).
+is asked for (``ingest.store.catalog`` imports this module and must stay light).
 
 Rules the indexes keep: none is unique (a unique index must start with the shard key
 on a sharded cluster, and these collections are sharded on hashed ``_id`` /
-``search_id``, see :data:`ingest.catalog.SHARD_KEYS`); an index is only declared for a
+``search_id``, see :data:`ingest.store.catalog.SHARD_KEYS`); an index is only declared for a
 question whose filter it serves; ``[("query_id", 1)]`` became ``[("query_id", 1),
 ("hsps.0.evalue", 1)]`` and ``[("elements", 1)]`` became ``[("elements", 1),
 ("band_gap", 1)]``: the longer index answers every query of the shorter one (MongoDB's
@@ -38,12 +38,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from ingest import catalog as _catalog
+from ingest.store import catalog as _catalog
 
 __all__ = ["Field", "Question", "Curated", "DATA", "get", "all_curated", "names", "query_indexes", "markdown",
            "UnknownCollection", "dtype_kind"]
 
-#: The kinds a field can have (:data:`analytics.schema.KINDS`, repeated so this module imports nothing).
+#: The kinds a field can have (:data:`ingest.schema.KINDS`, repeated so this module imports nothing).
 #: ``date``: a BSON date (UTC); queried with ISO 8601 strings (``last_updated >= "2024-01-01"``),
 #: exported as Arrow ``timestamp[ms, tz=UTC]``.
 KINDS = ("string", "float64", "int64", "bool", "list<string>", "date")
@@ -328,15 +328,15 @@ DATA: dict[str, Curated] = {c.name: c for c in (HITS, SEARCHES, MATERIALS, TASKS
 
 
 def query_indexes() -> dict[str, list[list[tuple[str, int]]]]:
-    """The data collections' indexes as :data:`ingest.catalog.QUERY_INDEXES` holds them."""
+    """The data collections' indexes as :data:`ingest.store.catalog.QUERY_INDEXES` holds them."""
     return {name: [list(ix) for ix in c.indexes] for name, c in DATA.items()}
 
 
 # ------------------------------------------------------------------ analysis outputs
 def dtype_kind(dtype: str) -> str | None:
-    """The kind of an output column's declared dtype (:data:`analytics.schema.OUTPUT_DTYPES`: every
+    """The kind of an output column's declared dtype (:data:`ingest.schema.OUTPUT_DTYPES`: every
     declarable dtype has one, a list column's ``list<string>`` included), or None for any other dtype."""
-    from analytics.schema import OUTPUT_DTYPES
+    from ingest.schema import OUTPUT_DTYPES
 
     found = OUTPUT_DTYPES.get(str(dtype))
     return found[1] if found else None

@@ -3,7 +3,7 @@
 :func:`database` yields a :class:`Connection` to the configured MongoDB, or to
 the embedded SecantusDB server of the home: the one running (left by ``sci-ingest
 server start`` or by an earlier command), else a per-home server started for the
-next commands too (:mod:`ingest.keeper`), else, with ``SCI_INGEST_SERVER_IDLE=0``,
+next commands too (:mod:`ingest.server.keeper`), else, with ``SCI_INGEST_SERVER_IDLE=0``,
 a private one started for the block and stopped after it.
 :func:`prepare` creates the indexes every step relies on and notes what the
 server lacks.
@@ -16,10 +16,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ingest.catalog import LOAD_INDEXES
+from ingest.store.catalog import LOAD_INDEXES
 from ingest.config import Settings
 from ingest.errors import UnsupportedFeature
-from ingest.mongo import ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes
+from ingest.store.mongo import ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
 
@@ -59,11 +59,11 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
 def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) -> tuple[str, str, int | None]:
     """(URI, kind, the server's pid when nothing restarts it) of the home's embedded server: the one
     running (``sci-ingest server start``'s, or the per-home server an earlier command started), else
-    a new per-home server (:mod:`ingest.keeper`), else (``SCI_INGEST_SERVER_IDLE=0``) a private one,
+    a new per-home server (:mod:`ingest.server.keeper`), else (``SCI_INGEST_SERVER_IDLE=0``) a private one,
     stopped when ``stack`` closes."""
-    from ingest import keeper
-    from ingest.access import load_credentials, with_credentials
-    from ingest.server import EmbeddedServer, running_server
+    from ingest.server import keeper
+    from ingest.server.access import load_credentials, with_credentials
+    from ingest.server.embedded import EmbeddedServer, running_server
 
     creds = load_credentials(settings.state_dir)  # the home has authentication on
     idle_s = keeper.idle_timeout()
@@ -96,7 +96,7 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
     except UnsupportedFeature as exc:
         notes.append(str(exc))
     if query_indexes:
-        from ingest.catalog import QUERY_INDEXES
+        from ingest.store.catalog import QUERY_INDEXES
         from ingest.query.plan import ensure_exact_indexes
 
         ensure_exact_indexes(conn.db, QUERY_INDEXES)
@@ -111,7 +111,7 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
 def _index_note(conn: Connection) -> str | None:
     """On a server whose index keys lose the order of numbers: which indexes are built without
     their float fields (the choice in force), in one line."""
-    from ingest.catalog import QUERY_INDEXES
+    from ingest.store.catalog import QUERY_INDEXES
     from ingest.query.plan import exact_indexes, withheld_note
 
     changed = {}

@@ -39,10 +39,10 @@ def plan_backfill(paths: list[str] | None, pattern: str | None, reprocess: str, 
                   max_batches: int, mongo_uri: str | None = None, log=print) -> dict:
     """The batches of a manual backfill, and what was left out and why."""
     from ingest.config import Settings
-    from ingest.connection import database
-    from ingest.ledger import Ledger
+    from ingest.store.connection import database
+    from ingest.store.ledger import Ledger
     from ingest.load.plan import discover
-    from ingest.mongo import Retry
+    from ingest.store.mongo import Retry
 
     if reprocess not in REPROCESS:
         raise ConfigError(f"reprocess is one of {', '.join(REPROCESS)}, not {reprocess!r}")

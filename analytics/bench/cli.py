@@ -5,7 +5,7 @@
     sci-ingest bench all [--quick|--full]    run every one, in order
     sci-ingest bench report [--html FILE]    every stored run on one offline HTML page
 
-Registered by :mod:`ingest.cli` through :func:`register`.
+Registered by :mod:`ingest.cli.main` through :func:`register`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _out_dir(args, settings) -> Path:
 
 def cmd_bench(args) -> int:
     from analytics.bench import UnknownExperiment, all_experiments, get_experiment
-    from ingest.cli import _settings
+    from ingest.cli.main import _settings
 
     target = args.target
     if target == "list":

@@ -146,9 +146,9 @@ def cmd_validate(args) -> int:
 
 
 def cmd_timings(args) -> int:
-    from ingest.catalog import TIMINGS
-    from ingest.connection import database
-    from ingest.mongo import db_errors
+    from ingest.store.catalog import TIMINGS
+    from ingest.store.connection import database
+    from ingest.store.mongo import db_errors
     from ingest.report import dumps, table, timing_table, worker_table
     from ingest.timing import level_filter
 
@@ -243,9 +243,9 @@ def worker_rows(file_rows: list[dict]) -> list[dict]:
 
 
 def cmd_server(args) -> int:
-    from ingest.access import credentials_path, load_credentials, with_credentials
+    from ingest.server.access import credentials_path, load_credentials, with_credentials
     from ingest.config import Settings
-    from ingest.server import holder, server_state, start_background, stop_background
+    from ingest.server.embedded import holder, server_state, start_background, stop_background
 
     settings = Settings.from_env(db_name=args.db)
     if args.action == "start":
@@ -283,7 +283,7 @@ def cmd_server(args) -> int:
             print("not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
                                    if status == "dead" else ""))
             return 3
-        from ingest.mongo import connect, describe
+        from ingest.store.mongo import connect, describe
 
         client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
         try:
@@ -306,9 +306,9 @@ def _server_kind(state: dict) -> str:
 
 
 def _add_user(args, settings) -> int:
-    from ingest.access import add_user, load_credentials, with_credentials
+    from ingest.server.access import add_user, load_credentials, with_credentials
     from ingest.errors import ConfigError
-    from ingest.server import running_server
+    from ingest.server.embedded import running_server
 
     if not args.name:
         raise ConfigError("add-user needs a user name: sci-ingest server add-user NAME --read-only")
@@ -400,9 +400,9 @@ FORMATS = "FASTA-suite -m 10 (.m10) and Materials-Project JSON (.json, .jsonl; .
 
 def _parse_inputs(paths: list[str], include_hidden: bool = False):
     """The -m 10 files to parse: files as given, and the .m10[.gz] (...) files under directories;
-    (names, refused, skipped), see :func:`ingest.inputs.find_inputs`."""
+    (names, refused, skipped), see :func:`ingest.load.inputs.find_inputs`."""
     from ingest import parsers
-    from ingest.inputs import find_inputs
+    from ingest.load.inputs import find_inputs
 
     plain = parsers.get("pasta").suffixes
     files, refused, skipped = find_inputs(paths, plain + tuple(sfx + ".gz" for sfx in plain),
@@ -534,10 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
             "the tasks as the mongo_default connection.\n")
     p.add_argument("--port", type=int, default=8080, help="the UI's and API's port on 127.0.0.1 (default 8080)")
 
-    from ingest.cli_bench import register as register_bench
-    from ingest.cli_query import register as register_query
-    from ingest.cli_report import register as register_report
-    from ingest.cli_shard import register
+    from analytics.bench.cli import register as register_bench
+    from ingest.cli.query import register as register_query
+    from analytics.report.cli import register as register_report
+    from ingest.cli.shard import register
 
     register(add, common)
     register_bench(add, common)
@@ -547,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_airflow(args) -> int:
-    from ingest.airflow_local import run_local
+    from ingest.airflow.local import run_local
 
     return run_local(_settings(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
 

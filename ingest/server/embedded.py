@@ -8,7 +8,7 @@ Three ways to use it:
 
 * :class:`EmbeddedServer` as a context manager: a private server for one run
   (a command when ``SCI_INGEST_SERVER_IDLE=0``) or one test session, stopped at exit.
-* the per-home server a command starts when none runs (:mod:`ingest.keeper`):
+* the per-home server a command starts when none runs (:mod:`ingest.server.keeper`):
   kept by a small process that stops it after an idle timeout.
 * ``sci-ingest server start|stop|status``: a long-lived server.
 
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from ingest.errors import ServerError
-from ingest.mongo import ping
+from ingest.store.mongo import ping
 
 EXECUTABLE = "secantusd-py"
 
@@ -80,7 +80,7 @@ class EmbeddedServer:
         self.port = port
         self.cache_size = cache_size
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / "server.log"
-        self.auth = auth  # SCRAM authentication required (users: ingest.access)
+        self.auth = auth  # SCRAM authentication required (users: ingest.server.access)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -351,12 +351,12 @@ def _same_process(state: dict):
 
 
 def _same_keeper(state: dict):
-    """The psutil.Process of the recorded server's keeper (:mod:`ingest.keeper`) if it still runs."""
+    """The psutil.Process of the recorded server's keeper (:mod:`ingest.server.keeper`) if it still runs."""
     keeper = state.get("keeper")
     if not isinstance(keeper, dict):
         return None
     home = str(Path(str(state.get("data_dir"))).parent)
-    return _verified(keeper.get("pid"), keeper.get("started"), lambda cmd: "ingest.keeper" in cmd and home in cmd)
+    return _verified(keeper.get("pid"), keeper.get("started"), lambda cmd: "ingest.server.keeper" in cmd and home in cmd)
 
 
 def server_record(server: EmbeddedServer, **extra) -> dict:
@@ -415,12 +415,12 @@ def start_background(state_dir: Path, port: int | None = None, auth: bool = Fals
     """Start a detached server for long-lived use (Airflow); idempotent.
 
     ``auth``: turn SCRAM authentication on for this home (for good, see
-    :mod:`ingest.access`); a home whose credentials exist always runs with it.
-    The per-home server of a command (:mod:`ingest.keeper`), if one runs, is kept
+    :mod:`ingest.server.access`); a home whose credentials exist always runs with it.
+    The per-home server of a command (:mod:`ingest.server.keeper`), if one runs, is kept
     from then on: its idle timeout is dropped ("was_idle_s" says it had one).
     """
-    from ingest.access import enable_auth, load_credentials
-    from ingest.keeper import starting, using
+    from ingest.server.access import enable_auth, load_credentials
+    from ingest.server.keeper import starting, using
 
     with using(state_dir), starting(state_dir):
         state = running_server(state_dir)
@@ -485,7 +485,7 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
     that is gone; the record is removed) or "absent".  Only the very processes that were started
     are signalled: a per-home server's keeper, which stops its server (WiredTiger checkpoints and
     closes), and the server itself."""
-    from ingest.keeper import START_LOCK, starting
+    from ingest.server.keeper import START_LOCK, starting
 
     if _recorded(state_dir) is None and not (Path(state_dir) / START_LOCK).exists():
         return "absent"  # no server was ever started here (and no home is created for the lock)

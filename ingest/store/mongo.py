@@ -23,8 +23,8 @@ touches pymongo's client class and its exceptions:
   bulk writes the loader needs, with duplicate keys reported rather than raised.
 * :func:`describe`, :func:`ensure_indexes` and :func:`ensure_hashed_indexes`
   describe and prepare a server; the collections, indexes and shard keys
-  themselves are named in :mod:`ingest.catalog`, and sharding a cluster is
-  :mod:`ingest.sharding`.
+  themselves are named in :mod:`ingest.store.catalog`, and sharding a cluster is
+  :mod:`ingest.sharding.collections`.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ from pymongo.errors import (
     PyMongoError,
 )
 
-from ingest.catalog import INDEXES, SHARD_KEYS
+from ingest.store.catalog import INDEXES, SHARD_KEYS
 from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, UnsupportedFeature
-from ingest.secrets import redact_uri, remember
+from ingest.server.secrets import redact_uri, remember
 
 __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
@@ -132,7 +132,7 @@ def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_
     any one reply (default: none), for callers whose every operation is short:
     a reply that never comes then becomes a retried timeout instead of a hang.
     A malformed URI raises :class:`ConfigError`.  The URI's secrets are remembered
-    first, so no message about it can show them (:mod:`ingest.secrets`).  Any other
+    first, so no message about it can show them (:mod:`ingest.server.secrets`).  Any other
     keyword is a ``MongoClient`` option (e.g. ``serverMonitoringMode``).
     """
     remember(str(uri))
@@ -450,7 +450,7 @@ def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
 
     Errors propagate as the driver raised them (call it through :class:`Retry`).
     """
-    from ingest.sharding import key_filter
+    from ingest.sharding.collections import key_filter
 
     try:  # the filter names the full shard key: a sharded collection refuses an upsert without it
         result = collection.bulk_write(
@@ -533,7 +533,7 @@ def describe(mongo: pymongo.MongoClient) -> ServerInfo:
 
 
 def ensure_indexes(db, indexes: dict[str, list] = INDEXES) -> int:
-    """Create ``indexes`` ({collection: [keys, ...]}, default all of :mod:`ingest.catalog`),
+    """Create ``indexes`` ({collection: [keys, ...]}, default all of :mod:`ingest.store.catalog`),
     idempotently; returns how many were missing."""
     created = 0
     with db_errors(f"creating indexes in {db.name}"):

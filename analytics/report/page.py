@@ -1,6 +1,6 @@
 """Self-contained HTML pages: the style, escaping, tables and plots as ``data:`` URIs.
 
-Shared by ``sci-ingest report`` (:mod:`ingest.html_report`) and ``sci-ingest bench report``
+Shared by ``sci-ingest report`` (:mod:`analytics.report.html`) and ``sci-ingest bench report``
 (:mod:`analytics.bench.report`).  A page made with these needs nothing but itself: styles
 inline, system fonts, plots as PNG ``data:`` URIs, no script, no font or CDN request.
 Every value goes through :func:`esc`: what the database holds (file names, formulas, ids)

@@ -1,12 +1,12 @@
 """The per-home embedded server: shared by the commands of a sci-ingest home, stopped when idle.
 
 A command that needs the embedded server (no URI) and finds none running starts a
-*keeper*, ``python -m ingest.keeper --home HOME --idle SECONDS``: a small detached
+*keeper*, ``python -m ingest.server.keeper --home HOME --idle SECONDS``: a small detached
 process (a session of its own) that
 
 * starts ``secantusd`` as its child exactly like a command's private server (own
   process group, umask 077, parent-death signal SIGKILL: the server dies with its
-  keeper however the keeper dies, see :func:`ingest.server._dies_with_parent`);
+  keeper however the keeper dies, see :func:`ingest.server.embedded._dies_with_parent`);
 * records it in ``<home>/server.json`` like ``sci-ingest server start`` does (the
   server's pid, start time and data directory), plus its own pid and start time
   and the idle timeout, so the next commands of the home find and share it, and
@@ -136,7 +136,7 @@ def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
 
     Call it inside :func:`using`.  Raises ServerError (one line) when it cannot start.
     """
-    from ingest.server import _state_file, refuse_if_held, running_server
+    from ingest.server.embedded import _state_file, refuse_if_held, running_server
 
     state_dir = Path(state_dir).resolve()
     # waits for another command's start, or for the keeper of a command killed meanwhile (it holds the lock)
@@ -163,7 +163,7 @@ def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
     The keeper inherits ``start_lock`` (the locked start lock's descriptor) and keeps it until its
     server is recorded or stopped: should this command die meanwhile, the next one still waits."""
     from ingest.config import PROJECT_ROOT
-    from ingest.server import _private_file
+    from ingest.server.embedded import _private_file
 
     log_path = state_dir / "server.log"
     _private_file(log_path, None)
@@ -171,7 +171,7 @@ def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
     with open(log_path, "ab") as log:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.keeper", "--home", str(state_dir), "--idle", repr(idle_s),
+                [sys.executable, "-m", "ingest.server.keeper", "--home", str(state_dir), "--idle", repr(idle_s),
                  "--start-lock-fd", str(start_lock)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=state_dir, env=env,
                 start_new_session=True,  # no terminal's signals; it outlives this command
@@ -235,7 +235,7 @@ class _Activity:
         self.own: int | None = None
 
     def seen(self) -> bool:
-        from ingest.mongo import db_errors
+        from ingest.store.mongo import db_errors
 
         try:
             with db_errors("watching the server"):
@@ -262,7 +262,7 @@ def _ours(record: dict | None) -> bool:
 
 def _forget(home: Path) -> None:
     """Remove the home's record if it is this keeper's."""
-    from ingest.server import _recorded, _state_file
+    from ingest.server.embedded import _recorded, _state_file
 
     if _ours(_recorded(home)):
         _state_file(home).unlink(missing_ok=True)
@@ -277,9 +277,9 @@ def _serve(home: Path, server, creds: dict | None, idle_s: float) -> _Activity:
     counted the keeper's own connections before any command knew of the server."""
     import psutil
 
-    from ingest.access import with_credentials
-    from ingest.mongo import client
-    from ingest.server import server_record, write_record
+    from ingest.server.access import with_credentials
+    from ingest.store.mongo import client
+    from ingest.server.embedded import server_record, write_record
 
     server.start()  # dies with this process (parent-death signal)
     watcher = client(with_credentials(server.uri, creds), max_pool_size=1, socket_timeout_ms=5000,
@@ -294,7 +294,7 @@ def _serve(home: Path, server, creds: dict | None, idle_s: float) -> _Activity:
 
 def _watch(home: Path, server, activity: _Activity) -> int:
     """Every second: stop when the record says so and no client was seen for its idle timeout."""
-    from ingest.server import _recorded
+    from ingest.server.embedded import _recorded
 
     use = _lock_fd(home, USE_LOCK)
     last = time.monotonic()
@@ -334,7 +334,7 @@ def _tell(ready, line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingest.keeper",
+    parser = argparse.ArgumentParser(prog="python -m ingest.server.keeper",
                                      description="Run the per-home embedded server of a sci-ingest home "
                                                  "until it is idle (started by sci-ingest itself).")
     parser.add_argument("--home", required=True, type=Path, help="the sci-ingest home (SCI_INGEST_HOME)")
@@ -350,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     server = None
     try:
-        from ingest.access import load_credentials
-        from ingest.server import EmbeddedServer
+        from ingest.server.access import load_credentials
+        from ingest.server.embedded import EmbeddedServer
 
         try:
             creds = load_credentials(args.home)

@@ -32,14 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
-from ingest.hashkey import INT64_MAX
+from ingest.sharding.hashkey import INT64_MAX
 
 __all__ = ["KEYS", "key_filter", "ClusterState", "CollectionState", "Command", "inspect", "plan_commands",
            "run_commands", "shard", "ShardOutcome", "hashed_split_points", "chunks_per_shard"]
 
-#: Why each collection has its key (the keys themselves: :data:`ingest.catalog.SHARD_KEYS`).
+#: Why each collection has its key (the keys themselves: :data:`ingest.store.catalog.SHARD_KEYS`).
 WHY = {
     HITS: "one search's hits on one shard: 'the hits of search X' and best_hits go to one shard; "
           "consecutive searches spread by the hash",
@@ -123,7 +123,7 @@ def inspect(client, db_name: str, *, version: str | None = None, shards: int | N
     that of a new cluster: ``shards`` shards, empty collections, the server's
     MongoDB version unless ``version`` is given.
     """
-    from ingest.mongo import db_errors, describe
+    from ingest.store.mongo import db_errors, describe
 
     info = describe(client)
     state = ClusterState(kind="mongos" if info.sharding else info.label(), version=version_tuple(version or info.version),
@@ -216,8 +216,8 @@ def _split_words(found: CollectionState, state: ClusterState) -> str:
 
 
 def run_commands(client, commands: list[Command]) -> list[dict]:
-    """Send ``commands`` in order; the replies.  A refusal raises (through :func:`ingest.mongo.db_errors`)."""
-    from ingest.mongo import db_errors
+    """Send ``commands`` in order; the replies.  A refusal raises (through :func:`ingest.store.mongo.db_errors`)."""
+    from ingest.store.mongo import db_errors
 
     replies = []
     for command in commands:
