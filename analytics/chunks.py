@@ -23,6 +23,8 @@ from typing import Any, Iterable
 
 from analytics.partitions import PartitionSpec
 from ingest.schema import Column, Schema
+from ingest.errors import DatabaseError, ServerUnavailable
+from ingest.store.mongo import db_errors
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +50,6 @@ class ChunkTable:
 
 def chunk_table(client, db_name: str, collection: str) -> ChunkTable | None:
     """The chunks of ``collection`` when it is sharded on a single hashed field; None otherwise."""
-    from ingest.errors import DatabaseError, ServerUnavailable
-    from ingest.store.mongo import db_errors
-
     if client.admin.command("hello").get("msg") != "isdbgrid":
         return None
     config = client["config"]

@@ -40,6 +40,9 @@ from pathlib import Path
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
+from ingest.store.ledger import Ledger
+from ingest.store.mongo import db_errors, shared_client
+from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_filter", "publish_changes", "record_scope", "WHOLE_ABOVE", "MAX_CHANGED"]
 
@@ -71,9 +74,6 @@ class Scope:
 
 
 def _ledger(uri: str, db_name: str):
-    from ingest.store.ledger import Ledger
-    from ingest.store.mongo import shared_client
-
     return Ledger(shared_client(uri)[db_name])
 
 
@@ -90,8 +90,6 @@ def _parquet_layout_ok(path: Path, analysis) -> bool:
 
 
 def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
-    from ingest.store.mongo import db_errors
-
     contents = None
     if analysis.file_prefix is not None:
         with db_errors(f"reading the ledger of {db_name}", uri=uri):
@@ -101,8 +99,6 @@ def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
 
 def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: bool) -> Scope:
     """How this run of ``analysis`` reads its source (see the module docstring)."""
-    from ingest.store.mongo import db_errors, shared_client
-
     if not incremental:
         return _whole(analysis, uri, db_name, "whole collection (asked for)")
     if analysis.file_prefix is None:
@@ -152,8 +148,6 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     import pyarrow.parquet as pq
     from pymongo import ReplaceOne
 
-    from analytics.runner import output_table
-    from ingest.store.mongo import db_errors, shared_client
 
     final = Path(out_dir) / analysis.parquet_name
     tmp_file = final.with_name(f".{analysis.name}.{uuid.uuid4().hex[:12]}.parquet.tmp")
@@ -201,8 +195,6 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
     """Mark in the ledger what the published output of ``analysis`` now covers."""
-    from ingest.store.mongo import db_errors
-
     if analysis.file_prefix is None:
         return
     with db_errors(f"marking the ledger of {db_name}", uri=uri):

@@ -31,8 +31,18 @@ from typing import Any, Iterable
 
 from ingest.schema import Column, Schema, get_path
 from ingest.errors import AnalysisError, ConfigError
+from ingest.store.mongo import db_errors, shared_client
 
-__all__ = ["PartitionSpec", "plan_partitions", "read_partition", "read_collection", "meta_for"]
+__all__ = ["PartitionSpec", "plan_partitions", "read_partition", "read_collection", "meta_for", "range_filter"]
+
+
+def range_filter(query: dict | None, key: str, bounds: dict) -> dict:
+    """``query`` and a range on ``key`` as one filter (one ``$and`` only when the two clash)."""
+    if not query:
+        return {key: bounds}
+    if key in query or any(k.startswith("$") for k in query):
+        return {"$and": [query, {key: bounds}]}
+    return {**query, key: bounds}
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,6 @@ class PartitionSpec:
 
     def filter(self) -> dict:
         """The MongoDB filter selecting exactly this partition's documents (with :meth:`find_options`)."""
-        from analytics.planning import range_filter
-
         if self.hashed:
             return dict(self.query or {})
         bounds = {"$gte": self.lower, ("$lte" if self.upper_inclusive else "$lt"): self.upper}
@@ -156,7 +164,6 @@ def plan_partitions(
     schema = Schema(columns)
     if projection is None and len(schema):
         projection = schema.projection()
-    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"planning partitions of {db_name}.{collection} on {key}", uri=uri):
         coll = shared_client(uri)[db_name][collection]
@@ -195,8 +202,6 @@ def read_partition(spec: PartitionSpec):
     (dotted column names, dtypes inferred per partition -- give
     :func:`read_collection` an explicit ``meta`` then).
     """
-    from ingest.store.mongo import db_errors, shared_client
-
     schema = Schema(spec.columns)
     with db_errors(f"reading {spec.describe()}", uri=spec.uri):
         cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find(spec.filter(), spec.projection,

@@ -33,19 +33,31 @@ cheaply still work, planning with a full ``$sample``.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ingest.schema import Column, Schema
-from analytics.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
 from ingest.errors import ConfigError
+from ingest.store.mongo import db_errors, shared_client
+from analytics.chunks import chunk_table, plan_chunk_partitions
+from analytics.partitions import plan_partitions, range_filter
+from analytics.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
+from analytics.streaming import StreamSpec
 
-__all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "range_filter", "READ_MODES",
-           "DEFAULT_CHUNK_ROWS"]
+__all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
+           "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]
 
 READ_MODES = ("auto", "ranges", "stream")
+#: Default partitioning: 2 partitions per Dask thread so every worker has work,
+#: none smaller than MIN_ROWS_PER_PARTITION documents (each partition costs a
+#: query and a task), and none larger than MAX_ROWS_PER_PARTITION (a partition
+#: must fit in a worker's memory however large the collection grows).
+MIN_ROWS_PER_PARTITION = 100
+MAX_ROWS_PER_PARTITION = 200_000
+
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
 
@@ -110,13 +122,11 @@ def plan_stages(explain: Any) -> set[str]:
     return stages
 
 
-def range_filter(query: dict | None, key: str, bounds: dict) -> dict:
-    """``query`` and a range on ``key`` as one filter (one ``$and`` only when the two clash)."""
-    if not query:
-        return {key: bounds}
-    if key in query or any(k.startswith("$") for k in query):
-        return {"$and": [query, {key: bounds}]}
-    return {**query, key: bounds}
+def default_partitions(threads: int, count: int) -> int:
+    """How many partitions to read ``count`` documents in, with ``threads`` Dask threads."""
+    threads = max(1, threads)
+    spread = min(2 * threads, math.ceil(count / MIN_ROWS_PER_PARTITION))
+    return max(1, spread, math.ceil(count / MAX_ROWS_PER_PARTITION))
 
 
 def probe(db, collection: str, key: str, query: dict | None = None) -> Capabilities:
@@ -171,10 +181,6 @@ def plan_reads(
     several chunks).  ``partitions`` fixes the number of key ranges; by default
     it follows the server's document estimate and ``threads``.
     """
-    from analytics.partitions import plan_partitions
-    from analytics.streaming import StreamSpec
-    from ingest.store.mongo import db_errors, shared_client
-
     chunk_rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
@@ -191,8 +197,6 @@ def plan_reads(
         chosen, reason = wanted, f"read mode {wanted} was asked for"
     plan = ReadPlan(mode=chosen, reason=reason)
     if wanted != "stream":
-        from analytics.chunks import chunk_table, plan_chunk_partitions
-
         with db_errors(f"reading the chunk table of {db_name}.{collection}", uri=uri):
             table = chunk_table(db.client, db_name, collection)
         if table is not None:  # a mongos and a hashed shard key: one partition per chunk
@@ -204,8 +208,6 @@ def plan_reads(
             plan.seconds = time.perf_counter() - started
             return plan
     if chosen == "ranges":
-        from analytics.runner import default_partitions
-
         n = partitions
         if n is None:
             with db_errors(f"estimating the size of {db_name}.{collection}", uri=uri):

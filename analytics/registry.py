@@ -78,7 +78,7 @@ from ingest.schema import (Column, OutputColumn, Schema, check_outputs, conform,
 from ingest.errors import AnalysisError, ConfigError
 
 __all__ = ["Analysis", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
-           "select_analyses", "concat_by_id", "gather_partials", "RUN_ID"]
+           "select_analyses", "concat_by_id", "gather_partials", "output_table", "RUN_ID"]
 
 #: The column every published row carries besides the declared ones, declared as they are.
 RUN_ID = OutputColumn("run_id", "str", "the run that wrote it", "")
@@ -279,6 +279,20 @@ def concat_by_id(analysis: Analysis, partials: list):
     if frame[analysis.output_id].duplicated().any():
         raise AnalysisError(f"{analysis.name}: a {analysis.output_id} appeared in more than one partition")
     return frame
+
+
+def output_table(analysis: Analysis, frame, run_id: str):
+    """``frame`` and its ``run_id`` as the Arrow table the Parquet file holds, of the declared schema
+    (:attr:`Analysis.arrow_schema`): a list column is ``list<string>`` even when every
+    list is empty or there is no row (inferred from the values it would be ``list<null>``, or ``null``)."""
+    import pyarrow as pa  # lazy: the registry is read by `sci-ingest --help` and `query`; pyarrow costs 0.2 s
+
+    schema = analysis.arrow_schema
+    frame = frame.loc[:, [name for name in schema.names if name != "run_id"]]
+    try:
+        return pa.Table.from_pandas(frame.assign(run_id=run_id), schema=schema, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as exc:
+        raise AnalysisError(f"analysis {analysis.name}: its output does not fit its declared columns: {exc}") from exc
 
 
 # ------------------------------------------------------------------ the registry

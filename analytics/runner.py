@@ -31,7 +31,7 @@ For an :class:`analytics.registry.Analysis` the runner
    (NaN) are left out of the MongoDB documents, following the project's "absent,
    not null" convention; Parquet keeps them as nulls.  Every document and row
    carries ``run_id``.  The Parquet file's schema is the declared one
-   (:func:`output_table`), never inferred from the values: a list column stays
+   (:func:`analytics.registry.output_table`), never inferred from the values: a list column stays
    ``list<string>`` when every list is empty, and each field carries its
    declared meaning and unit as field metadata.
 
@@ -52,21 +52,18 @@ from pathlib import Path
 from typing import Sequence
 
 from ingest.cluster import dask_client, thread_count
-from analytics.registry import Analysis, select_analyses
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
+from ingest.store.mongo import db_errors, shared_client
+from analytics.increment import plan_scope, publish_changes, record_scope, scoped_filter
+from analytics.partitions import range_filter, read_collection, read_partition
+from analytics.planning import default_partitions, plan_reads
+from analytics.registry import Analysis, output_table, select_analyses
+from analytics.streaming import chunk_frame, read_chunks
 
-__all__ = ["AnalysisResult", "analyze", "run_analysis", "default_partitions", "output_table",
-           "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]
-
+__all__ = ["AnalysisResult", "analyze", "run_analysis", "apply_partition", "stream_chunks", "output_documents"]
 log = logging.getLogger(__name__)
 
-#: Default partitioning: 2 partitions per Dask thread so every worker has work,
-#: none smaller than MIN_ROWS_PER_PARTITION documents (each partition costs a
-#: query and a task), and none larger than MAX_ROWS_PER_PARTITION (a partition
-#: must fit in a worker's memory however large the collection grows).
-MIN_ROWS_PER_PARTITION = 100
-MAX_ROWS_PER_PARTITION = 200_000
 
 
 @dataclass
@@ -91,13 +88,6 @@ class AnalysisResult:
     summary: dict = field(default_factory=dict)
 
 
-def default_partitions(threads: int, count: int) -> int:
-    """How many partitions to read ``count`` documents in, with ``threads`` Dask threads."""
-    threads = max(1, threads)
-    spread = min(2 * threads, math.ceil(count / MIN_ROWS_PER_PARTITION))
-    return max(1, spread, math.ceil(count / MAX_ROWS_PER_PARTITION))
-
-
 # ------------------------------------------------------------------ reading
 def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     """Make sure some index starts with ``key``: range reads seek it, sorted streams walk it.
@@ -106,7 +96,6 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     """
     if key == "_id":
         return
-    from ingest.store.mongo import db_errors, shared_client
 
     with db_errors(f"indexing {db_name}.{collection}.{key}", uri=uri):
         coll = shared_client(uri)[db_name][collection]
@@ -117,7 +106,7 @@ def _ensure_index(uri: str, db_name: str, collection: str, key: str) -> None:
     log.info("created index on %s.%s(%s) for partitioned reads", db_name, collection, key)
 
 
-def _apply(function, frame, side: tuple = ()) -> tuple[int, object]:
+def apply_partition(function, frame, side: tuple = ()) -> tuple[int, object]:
     """(rows read, the analysis's partial result) for one partition (runs on a worker).
 
     ``side`` is ``()``, or ``(side frame,)`` for an analysis with a side input.
@@ -128,8 +117,6 @@ def _apply(function, frame, side: tuple = ()) -> tuple[int, object]:
 def _apply_chunk(function, columns, raw: bytes, group_key: str | None = None,
                  side: tuple = ()) -> tuple[int, object, list]:
     """(rows, partial result, the chunk's group keys) of one raw streamed chunk, decoded where it runs."""
-    from analytics.streaming import chunk_frame
-
     frame = chunk_frame(columns, raw)
     keys = frame[group_key].dropna().unique().tolist() if group_key else []
     return len(frame), function(frame, *side), keys
@@ -137,15 +124,11 @@ def _apply_chunk(function, columns, raw: bytes, group_key: str | None = None,
 
 def _side_chunk(side, raw: bytes):
     """One streamed chunk of a side input, decoded and prepared (runs on a worker)."""
-    from analytics.streaming import chunk_frame
-
     return side.prepared(chunk_frame(side.columns, raw))
 
 
 def _side_range(side, spec):
     """One key range of a side input, read and prepared (runs on a worker)."""
-    from analytics.partitions import read_partition
-
     return side.prepared(read_partition(spec))
 
 
@@ -168,9 +151,6 @@ def _read_side(analysis: Analysis, client, uri: str, db_name: str) -> tuple[obje
     concatenated on a worker; the partitions get the future, so the frame never
     passes through this process.
     """
-    from analytics.planning import plan_reads
-    from analytics.streaming import read_chunks
-
     side = analysis.join
     key = side.key_path
     if key != "_id":
@@ -187,11 +167,10 @@ def _read_side(analysis: Analysis, client, uri: str, db_name: str) -> tuple[obje
     return future, {"source": side.source, "key": side.key, "rows": rows, **plan.describe()}
 
 
-def _stream(analysis: Analysis, client, stream, side: tuple = ()) -> list[tuple[int, object, list]]:
+def stream_chunks(analysis: Analysis, client, stream, side: tuple = ()) -> list[tuple[int, object, list]]:
     """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     from collections import deque
 
-    from analytics.streaming import read_chunks
 
     window = 4 * thread_count(client)
     running: deque = deque()
@@ -222,7 +201,6 @@ def _mend_groups(analysis: Analysis, client, stream, done: list, side: tuple = (
     from collections import Counter
     from dataclasses import replace
 
-    from analytics.planning import range_filter
 
     seen = Counter(key for _, _, keys in done for key in keys)
     split = sorted(key for key, chunks in seen.items() if chunks > 1)
@@ -236,7 +214,7 @@ def _mend_groups(analysis: Analysis, client, stream, done: list, side: tuple = (
     for start in range(0, len(split), MEND_BATCH):
         batch = split[start:start + MEND_BATCH]
         again = replace(stream, sorted=True, query=range_filter(stream.query, stream.group_path, {"$in": batch}))
-        partials.extend(partial for _, partial, _ in _stream(analysis, client, again, side))
+        partials.extend(partial for _, partial, _ in stream_chunks(analysis, client, again, side))
     return partials, len(split)
 
 
@@ -252,8 +230,6 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     by an incremental scope)."""
     from dask import delayed
 
-    from analytics.partitions import read_collection
-    from analytics.planning import plan_reads
 
     side, joined = (), None
     if analysis.join is not None:
@@ -269,7 +245,7 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
         stream = plan.stream
         if stream.group_path and stream.group_path != key:
             _ensure_index(uri, db_name, analysis.source, stream.group_path)  # sorted walks, or mending seeks
-        done = _stream(analysis, client, stream, side)
+        done = stream_chunks(analysis, client, stream, side)
         partials = [partial for _, partial, _ in done]
         if stream.group_path and not stream.sorted:
             partials, plan.split_groups = _mend_groups(analysis, client, stream, done, side)
@@ -280,7 +256,7 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     key = plan.key or key  # on a mongos: the hashed shard key's field, cut along the chunks
     if analysis.group_key and _column_path(analysis, analysis.group_key) != key:
         ddf = ddf.shuffle(on=analysis.group_key)  # a group may straddle key ranges: bring it together
-    tasks = [delayed(_apply)(analysis.partition, part, side) for part in ddf.to_delayed()]
+    tasks = [delayed(apply_partition)(analysis.partition, part, side) for part in ddf.to_delayed()]
     done = client.compute(tasks, sync=True)
     return [partial for _, partial in done], sum(rows for rows, _ in done), len(plan.specs), plan, joined
 
@@ -307,7 +283,7 @@ def _bson_value(value):
     return value
 
 
-def _documents(frame, id_column: str, run_id: str) -> list[dict]:
+def output_documents(frame, id_column: str, run_id: str) -> list[dict]:
     docs = []
     columns = list(frame.columns)
     id_index = columns.index(id_column)
@@ -322,26 +298,11 @@ def _documents(frame, id_column: str, run_id: str) -> list[dict]:
     return docs
 
 
-def output_table(analysis: Analysis, frame, run_id: str):
-    """``frame`` and its ``run_id`` as the Arrow table the Parquet file holds, of the declared schema
-    (:attr:`analytics.registry.Analysis.arrow_schema`): a list column is ``list<string>`` even when every
-    list is empty or there is no row (inferred from the values it would be ``list<null>``, or ``null``)."""
-    import pyarrow as pa
-
-    schema = analysis.arrow_schema
-    frame = frame.loc[:, [name for name in schema.names if name != "run_id"]]
-    try:
-        return pa.Table.from_pandas(frame.assign(run_id=run_id), schema=schema, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as exc:
-        raise AnalysisError(f"analysis {analysis.name}: its output does not fit its declared columns: {exc}") from exc
-
-
 def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out_dir: Path,
              metadata: dict) -> tuple[str, Path]:
     """Replace the analysis's MongoDB collection and Parquet file with ``frame``."""
     import pyarrow.parquet as pq
 
-    from ingest.store.mongo import db_errors, shared_client
 
     target = analysis.output
     out_dir = Path(out_dir)
@@ -367,7 +328,7 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
             raise ConfigError(f"cannot write {tmp_file}: {exc}") from exc
         db = client[db_name]
         with db_errors(f"publishing {db_name}.{target}", uri=uri):
-            docs = _documents(frame, analysis.output_id, run_id)
+            docs = output_documents(frame, analysis.output_id, run_id)
             if docs:
                 db[tmp_coll].insert_many(docs, ordered=False)
             else:
@@ -402,8 +363,6 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     loaded since the analysis last ran, where it allows that (see
     :mod:`analytics.increment`; the result's ``scope`` says what was read and why).
     """
-    from analytics.increment import plan_scope, publish_changes, record_scope, scoped_filter
-
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     started = time.perf_counter()
@@ -432,7 +391,7 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         metadata["summary"] = summary
     if scope.mode == "changed":
         collection, parquet_path = publish_changes(uri, db_name, analysis, frame, run_id, out_dir, scope, metadata,
-                                                   _documents)  # fmt: skip
+                                                   output_documents)  # fmt: skip
     else:
         collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
                                             {**metadata, "scope": scope.describe()})  # fmt: skip

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ingest.schema import Column, Schema, get_path
+from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["StreamSpec", "read_chunks", "chunk_frame"]
 
@@ -62,7 +63,6 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
     from bson.codec_options import CodecOptions
     from bson.raw_bson import RawBSONDocument
 
-    from ingest.store.mongo import db_errors, shared_client
 
     schema = Schema(spec.columns)
     path = spec.group_path

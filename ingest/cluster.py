@@ -2,10 +2,10 @@
 
 :func:`dask_client` connects to a scheduler (``--scheduler`` /
 ``DASK_SCHEDULER_ADDRESS``: the same command then spreads over many machines)
-or starts a private ``LocalCluster``; :func:`warm_up` imports what a step's
-tasks need on every worker once (the loader and parsers for ``load``; the
-readers and the analyses for ``analyze``), so a step's timing measures the step
-and not the workers' imports.  Nothing here knows any analysis.
+or starts a private ``LocalCluster``; :func:`warm_up` prepares every worker once
+for a step's tasks (the loader and parsers for ``load``; what a plugin names for its
+steps, such as the readers and the analyses for ``analyze``), so a step's timing
+measures the step and not the workers' imports.  Nothing here knows any analysis.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Iterator
 
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
+from ingest import plugins
+from ingest.store.mongo import db_errors, shared_client
 
-__all__ = ["dask_client", "warm_up", "thread_count", "WORKER_CONFIG"]
+__all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
 
 #: Dask configuration every worker of a private cluster runs with, restarted ones included.
 WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}}}
@@ -122,33 +124,35 @@ def thread_count(client) -> int:
 
 
 def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
-    """Import what ``purpose`` ("load", "analyze", "validate") needs on every worker; returns the worker count.
+    """Prepare every worker for ``purpose``'s tasks once; returns the worker count.
 
-    For ``validate`` that is Great Expectations, whose import takes seconds:
-    each worker makes its context once, here.
-
-    For the analyses the calling process (which reads streams and publishes
-    the outputs) imports them too.  With ``uri``, the calling process also
-    opens its shared connection pool for ``uri`` (the one the analyses' and
-    the validation's streams read through) for analyze and validate, so the
-    first stage does not pay the connection.
+    ``load`` imports the loader and the parsers; any other purpose is a plugin's
+    (:data:`ingest.plugins` ``WARM_UPS``: the analyses import their readers and modules, and
+    walk their code once; the validation makes Great Expectations' context, which takes
+    seconds).  With ``uri``, the calling process also opens its shared connection pool for
+    ``uri`` (the one the streams read through), so the first stage does not pay the connection.
     """
     if purpose == "load":
-        return len(client.run(_import_for_load))
-    if purpose == "validate":
-        replies = client.run(_import_for_validation)
-    else:
-        replies = client.run(_import_for_analyses)
-        _import_for_analyses()
+        return len(client.run(import_for_load))
+    prepare, here = _plugin_warm_up(purpose)
+    replies = client.run(prepare)
+    if here:
+        prepare()
     if uri:
-        from ingest.store.mongo import db_errors, shared_client
-
         with db_errors("connecting", uri=uri):
             shared_client(uri).admin.command("ping")
     return len(replies)
 
 
-def _import_for_load() -> bool:
+def _plugin_warm_up(purpose: str):
+    found = plugins.warm_up(purpose)
+    if found is None:
+        raise ConfigError(f"nothing prepares Dask workers for {purpose!r}: no installed plugin names it")
+    return found
+
+
+def import_for_load() -> bool:
+    """Import the loader and the parsers (run on every worker: importing is its purpose)."""
     import ingest.documents  # noqa: F401
     import ingest.load.run  # noqa: F401
     import ingest.parsers.materials  # noqa: F401
@@ -157,30 +161,3 @@ def _import_for_load() -> bool:
     return True
 
 
-def _import_for_analyses() -> bool:
-    import bson  # noqa: F401
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-
-    import pyarrow.pandas_compat  # noqa: F401  (first used by Table.from_pandas when an output is published)
-
-    import analytics.partitions  # noqa: F401
-    import analytics.planning  # noqa: F401
-    import analytics.runner  # noqa: F401
-    import analytics.streaming  # noqa: F401
-    from analytics.registry import all_analyses
-
-    for analysis in all_analyses():  # imports every analysis module
-        try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily
-            analysis.run_frames([analysis.schema.empty()])  # with its side input, regroup and combine
-        except Exception:  # noqa: BLE001 - an analysis need not accept an empty frame; this is only a warm-up
-            pass
-    return True
-
-
-def _import_for_validation() -> bool:
-    from analytics.validation.stream import engine
-
-    engine()  # imports Great Expectations and makes this process's context
-    return True

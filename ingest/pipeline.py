@@ -3,7 +3,8 @@
 Words used here and everywhere else in sci-ingest:
 
 * a **step** is one of :data:`STEPS`, what ``sci-ingest run`` chains and what
-  each Airflow task runs (``load_step``, ``analyze_step``, ``validate_step``);
+  each Airflow task runs: ``load_step`` here, ``analyze`` and ``validate`` from the plugin
+  that provides them (:mod:`ingest.plugins`; ``analytics.steps`` in this project);
 * an **analysis** is one declared computation over a collection
   (``analytics.registry``); the analyze step runs the chosen analyses;
 * a **stage** is a timed unit of work with one row in ``stage_timings``
@@ -31,8 +32,12 @@ from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import ConfigError, InputError, SciIngestError, ValidationFailed
-from ingest.store.mongo import ServerInfo, process_alive, redact
-from ingest.timing import StageRecord, Timings, utcnow
+from ingest.store.mongo import Retry, ServerInfo, process_alive, redact
+from ingest.timing import StageRecord, Timings, from_epoch, utcnow
+from ingest.cluster import dask_client, warm_up
+from ingest.plugins import step
+from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
+from ingest.report import timing_table
 
 STEPS = ("load", "analyze", "validate")
 EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -128,8 +133,6 @@ class Cluster:
 
     def client(self, purpose: str, uri: str | None = None):
         """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``)."""
-        from ingest.cluster import dask_client, warm_up
-
         if self._client is None:
             with self.timings.stage("cluster") as rec:
                 self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers))
@@ -155,9 +158,6 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
     the workers, MB/s, the write concern and the retries), and ``index`` (the
     analysts' indexes built after a bulk load).
     """
-    from ingest.load import LoadOptions, load_paths
-    from ingest.load import indexes
-
     options = options or LoadOptions(workers=1)
     dask = None
     if cluster is not None and (options.workers > 1 or settings.dask_scheduler):
@@ -185,8 +185,6 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
 
 
 def _retry(options):
-    from ingest.store.mongo import Retry
-
     return Retry(options.retry_s)
 
 
@@ -215,8 +213,6 @@ def _load_rows(timings: Timings, summary, started, ended) -> None:
 def _share_rows(timings: Timings, files: list, worker: str | None, started, ended, workers: int) -> list:
     """``parse`` and ``load`` rows of ``files`` (a run's when ``worker`` is None, else that worker's):
     wall-clock spans from the files' own clocks where none is given, busy time summed."""
-    from ingest.timing import from_epoch
-
     documents = sum(f.documents for f in files)
     first = from_epoch(min(f.started for f in files)) if files else started
     last_parsed = from_epoch(max(f.parsed for f in files)) if files else first
@@ -238,51 +234,6 @@ def _share_rows(timings: Timings, files: list, worker: str | None, started, ende
     return rows
 
 
-def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
-                 *, cluster: Cluster | None = None, incremental: bool = False,
-                 log: Callable[[str], None] = log_to_stderr):
-    """Run the named analyses (default: all) on the run's cluster, one timed stage each.
-
-    ``incremental``: each analysis that allows it reads only the groups of the files loaded
-    since it last ran (:mod:`analytics.increment`); every analysis says what it read.
-    """
-    from analytics.registry import select_analyses
-    from analytics.runner import run_analysis
-
-    chosen = select_analyses(names)
-    results = []
-    with ExitStack() as stack:
-        client = (cluster or Cluster(settings, timings, stack)).client("analyze", conn.uri)
-        for analysis in chosen:
-            with timings.stage(f"analyze.{analysis.name}") as rec:
-                result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
-                                      settings.out_dir, incremental=incremental)
-                rec.records_in, rec.records_out = result.records_in, result.records_out
-                rec.detail = {"partitions": result.partitions, "collection": result.collection,
-                              "parquet": str(result.parquet_path), "excluded": result.excluded,
-                              "read": result.read, "scope": result.scope}
-                if incremental:
-                    log(f"{analysis.name}: {result.scope['reason']}")
-                results.append(result)
-    return results
-
-
-def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None):
-    """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here."""
-    from analytics.validation import validate
-
-    client = cluster.client("validate", conn.uri) if cluster is not None else None
-    with timings.stage("validate") as rec:
-        report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
-        rec.records_in = report.rows_checked
-        rec.records_out = sum(1 for s in report.suites if s.success)
-        rec.detail = {"suites": len(report.suites), "ok": report.ok}
-        if not report.ok:
-            rec.status = "failed"
-            rec.error = "critical expectation failed"
-    return report
-
-
 # --------------------------------------------------------------------- the run
 def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps: Sequence[str] = STEPS,
         analyses: Sequence[str] | None = None, load_options=None, force: bool = False,
@@ -294,8 +245,6 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
     the load's workers, write concern, retries, ...; ``force`` reloads known files;
     ``incremental``: analyses read only what changed where they can.
     """
-    from ingest.load import LoadOptions, LoadStopped
-
     run_id = run_id or new_run_id()
     options = load_options or LoadOptions()
     if force and not options.force:
@@ -316,10 +265,10 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     if report.load.failed:
                         report.exit_code = EXIT_PARTIAL
                 if "analyze" in steps:
-                    report.analysis = analyze_step(conn, timings, settings, analyses, cluster=cluster,
-                                                   incremental=incremental, log=log)
+                    report.analysis = step("analyze")(conn, timings, settings, analyses, cluster=cluster,
+                                                      incremental=incremental, log=log)
                 if "validate" in steps:
-                    report.validation = validate_step(conn, timings, settings, cluster=cluster)
+                    report.validation = step("validate")(conn, timings, settings, cluster=cluster)
                     report.validation.raise_for_critical()
         except LoadStopped as exc:
             stopped = exc
@@ -353,8 +302,6 @@ def _task_settings(mongo_uri: str | None) -> Settings:
 
 def _log_stage_table(timings: Timings) -> None:
     """The task log ends with the stage table of what the task did."""
-    from ingest.report import timing_table
-
     rows = [r.as_json() for r in timings.records if r.scope == "run"]  # the rows `sci-ingest timings` shows
     if rows:
         log_to_stderr("stage timings of this task:\n" + timing_table(rows))
@@ -406,8 +353,6 @@ def _changed(summary) -> list[str]:
 def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None, force: bool = False):
     """(the task's result, the load summary); it loads in the task's own process, unless
     ``DASK_SCHEDULER_ADDRESS`` names a cluster to spread the files over."""
-    from ingest.load import LoadOptions
-
     settings = _task_settings(mongo_uri)
     with database(settings) as conn, ExitStack() as stack:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
@@ -430,7 +375,7 @@ def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
         try:
-            results = analyze_step(conn, timings, settings, incremental=incremental)
+            results = step("analyze")(conn, timings, settings, incremental=incremental)
         finally:
             _log_stage_table(timings)
     return {"run_id": run_id, "analyses": [_jsonable(r) for r in results]}
@@ -441,7 +386,7 @@ def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | Non
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
         try:
-            report = validate_step(conn, timings, settings)
+            report = step("validate")(conn, timings, settings)
         finally:
             _log_stage_table(timings)
     report.raise_for_critical()

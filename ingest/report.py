@@ -14,9 +14,10 @@ import re
 from typing import Iterable
 
 from ingest.fileio import printable
+from ingest.inputs import is_hidden_reason
 
 
-def _fmt(value) -> str:
+def cell(value) -> str:
     """A cell: thousands separated; a float with as many decimals as its size deserves
     (18,298 records/s, 74.2 MB, 1.35 s, 0.003 s); text without control characters."""
     if value is None:
@@ -33,7 +34,7 @@ def _fmt(value) -> str:
 def table(rows: Iterable[dict], columns: list[tuple[str, str]], left: int = 1) -> str:
     """A plain-text table; ``columns`` are (key, header) pairs; the first ``left`` columns align left."""
     rows = list(rows)
-    cells = [[h for _, h in columns]] + [[_fmt(r.get(k)) for k, _ in columns] for r in rows]
+    cells = [[h for _, h in columns]] + [[cell(r.get(k)) for k, _ in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
     for n, row in enumerate(cells):
@@ -144,8 +145,6 @@ def render_run(report) -> str:
 
 def _skipped_files(summary, skipped: int) -> str:
     """"N skipped (unchanged)", saying how many of them are hidden files (each named on stderr)."""
-    from ingest.load.inputs import is_hidden_reason
-
     hidden = sum(1 for f in getattr(summary, "files", ()) if f.status == "skipped" and is_hidden_reason(f.reason))
     if not hidden:
         return f"{skipped} skipped (unchanged)"

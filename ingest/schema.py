@@ -44,8 +44,11 @@ from ingest.errors import AnalysisError, ConfigError
 __all__ = ["KINDS", "Column", "Schema", "get_path", "path_getter", "projection_for", "coerce", "conform", "empty",
            "require_columns", "OUTPUT_DTYPES", "OutputColumn", "check_outputs", "output_dtypes", "output_arrow_schema"]
 
-#: Column kinds.  They become the pandas dtypes ``str``, ``float64``, ``Int64``,
-#: ``boolean``, ``list<item: string>[pyarrow]`` and ``datetime64[ms, UTC]`` (``date``: a BSON date).
+#: The kinds a field or column can have: the one list, for the curated collections, the analyses,
+#: the exports and the validation.  In a frame they become the pandas dtypes ``str``, ``float64``,
+#: ``Int64``, ``boolean``, ``list<item: string>[pyarrow]`` and ``datetime64[ms, UTC]``; ``date`` is a
+#: BSON date (UTC), queried with ISO 8601 strings (``last_updated >= "2024-01-01"``) and exported
+#: as Arrow ``timestamp[ms, tz=UTC]``.
 KINDS = ("string", "float64", "int64", "bool", "list<string>", "date")
 
 

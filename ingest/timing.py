@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from ingest.store.mongo import db_errors
+from ingest.report import iso_utc
 
 
 SCOPES = ("run", "worker", "file")
@@ -107,8 +108,6 @@ class StageRecord:
 
     def as_json(self) -> dict:
         """JSON-ready; stage, records_in, records_out and seconds are always present (null = not applicable)."""
-        from ingest.report import iso_utc
-
         doc = {"records_in": self.records_in, "records_out": self.records_out, **self.as_doc()}
         del doc["_id"]
         for key in ("started", "ended"):

@@ -502,7 +502,7 @@ def test_runner_import_is_light():
 
 
 def test_default_partitions_spread_small_and_bound_large_collections():
-    from analytics.runner import MAX_ROWS_PER_PARTITION, default_partitions
+    from analytics.planning import MAX_ROWS_PER_PARTITION, default_partitions
 
     assert default_partitions(2, 0) == 1
     assert default_partitions(2, 150) == 2  # no partition under MIN_ROWS_PER_PARTITION

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from ingest.errors import InputError, ParseError
 from ingest.fileio import printable, stderr_line
-from ingest.load.inputs import HIDDEN_FILE, find_inputs, is_hidden_reason
+from ingest.inputs import HIDDEN_FILE, find_inputs, is_hidden_reason
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import discover
 
@@ -249,7 +249,7 @@ def test_hidden_files_and_directories_are_named_not_loaded(tmp_path):
 
 
 def test_a_hidden_directory_too_big_to_search_is_named(tmp_path, monkeypatch):
-    import ingest.load.inputs
+    import ingest.inputs
 
     big = tmp_path / "in" / ".big"
     big.mkdir(parents=True)
@@ -257,7 +257,7 @@ def test_a_hidden_directory_too_big_to_search_is_named(tmp_path, monkeypatch):
         (big / f"f{i:02d}.txt").write_text("x")
     (big / "zz").mkdir()
     (big / "zz" / "late.m10").write_bytes(b"")
-    monkeypatch.setattr(ingest.load.inputs, "HIDDEN_DIR_SEARCH", 10)
+    monkeypatch.setattr(ingest.inputs, "HIDDEN_DIR_SEARCH", 10)
     _, _, skipped = find_inputs([tmp_path / "in"], SUFFIXES)
     assert len(skipped) == 1 and "too big to tell" in skipped[0].reason and "--include-hidden" in skipped[0].reason
 

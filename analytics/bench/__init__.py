@@ -14,6 +14,7 @@ import importlib
 import pkgutil
 
 from analytics.bench.core import SIZES, Context, Experiment, Plot, Published
+from analytics.bench import experiments as package
 
 __all__ = ["Experiment", "Plot", "Published", "Context", "SIZES", "ORDER", "all_experiments", "get_experiment",
            "UnknownExperiment"]
@@ -29,8 +30,6 @@ class UnknownExperiment(KeyError):
 
 def all_experiments() -> dict[str, Experiment]:
     """Every declared experiment by name, in ``ORDER`` (others after it, by name)."""
-    from analytics.bench import experiments as package
-
     found: dict[str, Experiment] = {}
     for mod in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{mod.name}")

@@ -5,20 +5,23 @@
     sci-ingest bench all [--quick|--full]    run every one, in order
     sci-ingest bench report [--html FILE]    every stored run on one offline HTML page
 
-Registered by :mod:`ingest.cli.main` through :func:`register`.
+Registered by :mod:`analytics.commands`.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["register", "cmd_bench"]
+from ingest.cli.common import settings_from
+from ingest.errors import SciIngestError
+from ingest.report import dumps, table
+from analytics.bench import UnknownExperiment, all_experiments, get_experiment
+from analytics.bench.output import comparison_table, points_table
+from analytics.bench.report import write_report
+from analytics.bench.runner import run_experiment
 
-EXIT_BENCH = ("\nexit codes:\n  0  done\n  1  fatal error (the database, the server, an experiment failed)\n"
-              "  2  an unknown experiment name (the known ones are listed)\n")
-
+__all__ = ["cmd_bench"]
 
 def _log(quiet: bool):
     def log(message: str) -> None:
@@ -29,9 +32,6 @@ def _log(quiet: bool):
 
 
 def _list(as_json: bool) -> int:
-    from analytics.bench import all_experiments
-    from ingest.report import dumps, table
-
     rows = [{"name": e.name, "study": e.study, "figures": e.figures, "title": e.title,
              "quick": _sizes(e.sizes.get("quick", {})), "needs": e.needs or None} for e in all_experiments().values()]
     if as_json:
@@ -51,16 +51,11 @@ def _out_dir(args, settings) -> Path:
 
 
 def cmd_bench(args) -> int:
-    from analytics.bench import UnknownExperiment, all_experiments, get_experiment
-    from ingest.cli.main import _settings
-
     target = args.target
     if target == "list":
         return _list(args.json)
-    settings = _settings(args)
+    settings = settings_from(args)
     if target == "report":
-        from analytics.bench.report import write_report
-
         path = write_report(settings, _out_dir(args, settings), Path(args.html) if args.html else None,
                             log=_log(args.quiet))  # fmt: skip
         print(path)
@@ -72,7 +67,6 @@ def cmd_bench(args) -> int:
     except UnknownExperiment as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
-    from ingest.errors import SciIngestError
 
     failed = []
     for experiment in experiments:
@@ -90,10 +84,6 @@ def cmd_bench(args) -> int:
 
 
 def _run_one(experiment, size: str, settings, args) -> None:
-    from analytics.bench.output import comparison_table, points_table
-    from analytics.bench.runner import run_experiment
-    from ingest.report import dumps
-
     run = run_experiment(experiment, size, settings, _out_dir(args, settings), log=_log(args.quiet))
     if args.json:
         print(dumps({k: v for k, v in run.items()}))
@@ -109,22 +99,3 @@ def _run_one(experiment, size: str, settings, args) -> None:
     for note in run["notes"]:
         print(f"note: {note}")
     print(f"\nstored in {settings.db_name}.bench_runs; files: {run['files']['json']} (.csv, .png)")
-
-
-def register(add, common: argparse.ArgumentParser) -> None:
-    p = add("bench", cmd_bench, "the source studies' experiments: run one, list them, or report every stored run",
-            "examples:\n  sci-ingest bench list\n  sci-ingest bench workers            --quick (the default): "
-            "scaled down, under 2 minutes\n  sci-ingest bench ycsb --full --mongo-uri mongodb://db:27017\n"
-            "  sci-ingest bench all --quick\n  sci-ingest bench report            an offline HTML page of every run\n"
-            "\nEach run is stored in bench_runs and written as OUT/NAME/RUN_ID.{json,csv,png} (OUT: --out, default\n"
-            "<home>/bench).  Each run uses a database of its own (<db>_bench_<id>), dropped at its end.\n",
-            exit_codes=EXIT_BENCH)  # fmt: skip
-    p.add_argument("target", metavar="NAME|list|all|report", help="an experiment (see `bench list`), or list/all/report")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                      help="scaled-down sizes, under 2 minutes on a 2-core machine (the default)")
-    size.add_argument("--full", action="store_true", help="the study's axes (hours; sized for a real deployment)")
-    size.add_argument("--size", choices=["tiny", "quick", "full"], help=argparse.SUPPRESS)  # tiny: the tests
-    p.add_argument("--out", help="folder for the CSV/JSON/PNG files (default: <home>/bench)")
-    p.add_argument("--html", help="report: the page to write (default: OUT/report.html)")
-    p.add_argument("--scheduler", help="Dask scheduler address for the Dask experiments (default: a LocalCluster)")

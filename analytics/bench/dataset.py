@@ -50,7 +50,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.store.catalog import HITS, MATERIALS, SEARCHES
+from ingest.store.catalog import HITS, MATERIALS, QUERY_INDEXES, SEARCHES
+from analytics.partitions import read_collection
+from analytics.planning import plan_reads
+from analytics.runner import apply_partition, stream_chunks
+from ingest.cluster import thread_count
+from ingest.documents import record_document, search_documents
+from ingest.errors import ParseError
+from ingest.fileio import open_binary
+from ingest.parsers.materials import read_records
+from ingest.parsers.pasta import parse_dicts
+from ingest.store.mongo import db_errors, shared_client, ensure_indexes
 
 __all__ = ["BenchData", "StageResult", "run_stage", "split_for", "collection_size", "frames_equal", "generator",
            "ID_OFFSET", "SEED"]
@@ -122,9 +132,6 @@ class BenchData:
     def _pasta_queries(self) -> list[tuple[str, str, list[dict]]]:
         """(sha256, resolved path, query dicts) of every sample ``-m 10`` file, parsed once."""
         if self._queries is None:
-            from ingest.fileio import open_binary
-            from ingest.parsers.pasta import parse_dicts
-
             found = []
             for path in sorted(PASTA.glob("*.m10")) + sorted(PASTA.glob("*.m10.gz")):
                 with open_binary(path) as handle:
@@ -136,10 +143,6 @@ class BenchData:
     # ------------------------------------------------------------------ documents
     def material_documents(self, copy: int) -> list[dict]:
         """The loader's documents of materials copy ``copy`` (its file written to scratch first)."""
-        from ingest.documents import record_document
-        from ingest.errors import ParseError
-        from ingest.parsers.materials import read_records
-
         lines = self._material_lines()
         offset = copy * ID_OFFSET
         data = b"".join(lines if not copy else
@@ -157,8 +160,6 @@ class BenchData:
 
     def search_documents(self, copy: int) -> tuple[list[dict], list[dict]]:
         """(searches, hits) documents of pasta copy ``copy``: new ids, the samples' content."""
-        from ingest.documents import search_documents
-
         searches, hits = [], []
         for sha, path, queries in self._pasta_queries():
             shifted = sha if copy == 0 else _sha256(f"{sha}:copy{copy}".encode())
@@ -172,7 +173,6 @@ class BenchData:
     def _insert(self, db, collection: str, docs: list[dict]) -> None:
         import bson
 
-        from ingest.store.mongo import db_errors
 
         tally = self.tally[collection]
         with db_errors(f"inserting bench documents into {self.db_name}.{collection}", uri=self.uri):
@@ -185,9 +185,6 @@ class BenchData:
     # ------------------------------------------------------------------ growing
     def grow(self, scale: int) -> dict:
         """Write the copies missing up to ``scale`` (cumulative); the counts afterwards."""
-        from ingest.store.catalog import QUERY_INDEXES
-        from ingest.store.mongo import ensure_indexes, shared_client
-
         if scale <= self.scale:
             return self.counts()
         started = time.perf_counter()
@@ -231,8 +228,6 @@ class BenchData:
 # ------------------------------------------------------------------ the stage
 def collection_size(uri: str, db_name: str, collection: str) -> tuple[int, int]:
     """(documents, data bytes) of ``collection`` as the server reports them (``collStats``)."""
-    from ingest.store.mongo import db_errors, shared_client
-
     with db_errors(f"asking the size of {db_name}.{collection}", uri=uri):
         stats = shared_client(uri)[db_name].command("collStats", collection)
     return int(stats.get("count") or 0), int(stats.get("size") or 0)
@@ -270,21 +265,17 @@ def run_stage(analysis, client, uri: str, db_name: str, *, partitions: int | Non
     """
     from dask import delayed
 
-    from ingest.cluster import thread_count
-    from analytics.partitions import read_collection
-    from analytics.planning import plan_reads
-    from analytics.runner import _apply, _stream
 
     started = time.perf_counter()
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=analysis.partition_key,
                       query=analysis.filter or None, group_key=analysis.group_key, partitions=partitions,
                       threads=thread_count(client), mode=mode, chunk_rows=chunk_rows, sort_groups=True)
     if plan.mode == "stream":
-        done = _stream(analysis, client, plan.stream)
+        done = stream_chunks(analysis, client, plan.stream)
         partials, rows, parts = [p for _, p, _ in done], sum(r for r, _, _ in done), len(done)
     elif plan.specs:
         ddf = read_collection(plan.specs, analysis.schema.empty())
-        done = client.compute([delayed(_apply)(analysis.partition, part) for part in ddf.to_delayed()], sync=True)
+        done = client.compute([delayed(apply_partition)(analysis.partition, part) for part in ddf.to_delayed()], sync=True)
         partials, rows, parts = [p for _, p in done], sum(r for r, _ in done), len(plan.specs)
     else:
         partials, rows, parts = [], 0, 0

@@ -20,6 +20,7 @@ from analytics.bench import all_experiments
 from analytics.bench.output import _fmt, plot_png, point_columns
 from analytics.bench.runner import stored_runs
 from analytics.report.page import CSS, esc, html_table, png_uri
+from ingest.store.connection import database
 
 __all__ = ["write_report", "render"]
 
@@ -121,8 +122,6 @@ def _published_only(exp) -> list[dict]:
 def write_report(settings, out_dir: Path, html_path: Path | None = None,
                  log: Callable[[str], None] = print) -> Path:
     """Write the page (default ``OUT/report.html``) from every stored run; return its path."""
-    from ingest.store.connection import database
-
     with database(settings, log) as conn:
         runs = stored_runs(conn.db, latest=True)
     path = Path(html_path) if html_path else Path(out_dir) / "report.html"

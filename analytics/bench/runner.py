@@ -11,6 +11,8 @@ from typing import Callable
 
 from analytics.bench.core import RUNS, Experiment, Context, machine, new_run_id, software
 from analytics.bench.output import compare, write_files
+from ingest.store.connection import database
+from ingest.store.mongo import connect, close_client, db_errors
 
 __all__ = ["run_experiment", "BUDGET_S", "machine_label", "stored_runs"]
 
@@ -28,9 +30,6 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
                    log: Callable[[str], None] = print, params: dict | None = None) -> dict:
     """Run ``experiment`` at ``size`` (or with ``params``) on the configured MongoDB (the
     embedded server by default); store and write its run document and return it."""
-    from ingest.store.connection import database
-    from ingest.store.mongo import connect, close_client, db_errors
-
     params = experiment.params(size) if params is None else params
     started = datetime.now(timezone.utc)
     run_id = new_run_id(experiment.name, started)
@@ -85,8 +84,6 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
 
 def stored_runs(db, names: list[str] | None = None, latest: bool = True) -> list[dict]:
     """The runs in ``bench_runs`` (newest first), or only each experiment's newest with ``latest``."""
-    from ingest.store.mongo import db_errors
-
     query = {"experiment": {"$in": names}} if names else {}
     with db_errors(f"reading {RUNS}"):
         runs = list(db[RUNS].find(query).sort("started_at", -1))

@@ -51,6 +51,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from analytics.bench.latency import Latency
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = [
     "FNV_OFFSET_BASIS_64", "FNV_PRIME_64", "fnv1a_64", "fnvhash64", "build_key_name", "CounterGenerator",
@@ -417,8 +418,6 @@ def load_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, sto
     """Insert ``workload.recordcount`` records from ``threads`` threads (``batch`` per ``insertMany``; YCSB's
     ``batchsize``, 1 by default), stopping at ``stop_at`` (``time.monotonic()``).  INSERT latencies are per
     call: per batch when ``batch`` > 1.  ``inserted`` is the number of records loaded (0 .. n-1)."""
-    from ingest.store.mongo import close_client, connect, db_errors
-
     result = PhaseResult("load", threads)
     client = connect(uri, max_pool_size=max(threads, 16))
     coll = client[db_name][collection]
@@ -457,8 +456,6 @@ def run_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, oper
     applies to every write; by default the URI's or the server's.  ``after(result)`` is called once the
     threads are done, before the client closes: with w=0 closing waits until the server has read every
     unacknowledged write, so a caller measuring how long the server takes to apply them does it there."""
-    from ingest.store.mongo import close_client, connect, db_errors
-
     result = PhaseResult("run", threads)
     client = connect(uri, max_pool_size=max(threads, 16), write_concern=write_concern)
     coll = client[db_name][collection]
@@ -511,8 +508,6 @@ def run_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, oper
 def remove_run_inserts(uri: str, db_name: str, workload: CoreWorkload, inserted: int, collection: str = TABLE) -> None:
     """Delete the records a run inserted (key numbers ``recordcount ..``), so the next run starts from the
     loaded records, as a fresh YCSB process (whose insert counter starts at ``recordcount`` again) expects."""
-    from ingest.store.mongo import close_client, connect, db_errors
-
     if inserted <= 0:
         return
     client = connect(uri)
@@ -527,8 +522,6 @@ def remove_run_inserts(uri: str, db_name: str, workload: CoreWorkload, inserted:
 
 def drop_table(uri: str, db_name: str, collection: str = TABLE) -> None:
     """Drop the YCSB table: each load starts from an empty collection."""
-    from ingest.store.mongo import close_client, connect, db_errors
-
     client = connect(uri)
     try:
         with db_errors(f"dropping {db_name}.{collection}", uri=uri):

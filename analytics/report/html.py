@@ -37,6 +37,14 @@ from ingest.fileio import printable, stderr_line
 from analytics.report.page import CSS, figure_uri, html_table
 from analytics.report.page import esc as _html_esc
 from ingest.timing import level_filter
+from analytics.registry import all_analyses
+from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
+from ingest.cli.timings import chosen_run
+from ingest.report import cell
+from ingest.schema import conform
+from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
+from ingest.store.connection import database
+from ingest.store.mongo import db_errors, redact
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
 
@@ -71,8 +79,6 @@ class UnknownRun(SciIngestError):
 
 
 def _fmt(value) -> str:
-    from ingest.report import _fmt as cell
-
     if isinstance(value, dt.datetime):
         return _when(value)
     if isinstance(value, dict):
@@ -101,9 +107,7 @@ def _size(n: int | None) -> str:
 # ------------------------------------------------------------------ reading
 def _pick(coll, run_id: str | None) -> tuple[str, str]:
     """(the run, why that one), as ``sci-ingest timings`` picks it."""
-    from ingest.cli.main import _chosen_run
-
-    chosen, why = _chosen_run(coll, SimpleNamespace(run=run_id, last=False))
+    chosen, why = chosen_run(coll, SimpleNamespace(run=run_id, last=False))
     if chosen is None:
         if run_id:
             raise UnknownRun(f"no run {run_id!r} is recorded; `sci-ingest timings --list` lists the runs")
@@ -138,8 +142,6 @@ def _status(statuses) -> str:
 
 
 def _collections(db, analyses, stages: list[dict], out_dir: Path) -> list[dict]:
-    from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
-
     present = set(db.list_collection_names())
 
     def count(name):
@@ -172,7 +174,6 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
     """(the analysis's published output as a frame, or None; where it was read from)."""
     import pandas as pd
 
-    from ingest.schema import conform
 
     if path.is_file():
         import pyarrow.parquet as pq
@@ -202,10 +203,6 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
 
 def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS) -> dict:
     """Everything the page shows, read from ``conn`` (a :class:`ingest.store.connection.Connection`)."""
-    from analytics.registry import all_analyses
-    from ingest.store.catalog import TIMINGS, VALIDATION
-    from ingest.store.mongo import db_errors, redact
-
     db = conn.db
     with db_errors("reading the run for the report"):
         timings = db[TIMINGS]
@@ -334,8 +331,6 @@ def _collections_section(data: dict) -> str:
 
 
 def _failure(suite: dict, result: dict) -> str:
-    from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
-
     crit = '<span class="crit">CRITICAL</span>' if result.get("critical") else '<span class="warn">warning</span>'
     text = f"{crit} {esc(suite.get('suite'))}: <code>{esc(result.get('expectation'))}</code>"
     if result.get("column"):
@@ -473,8 +468,6 @@ def render(data: dict, title: str = "sci-ingest run report") -> str:
 def write_report(settings, run_id: str | None = None, out_dir: Path | None = None, runs: int = DEFAULT_RUNS,
                  log: Callable[[str], None] | None = None) -> tuple[Path, str]:
     """Write ``OUT/index.html`` (OUT: default ``<home>/out/report``); (its path, the run shown)."""
-    from ingest.store.connection import database
-
     with database(settings, log or stderr_line) as conn:
         data = collect(conn, settings, run_id, runs)
     page = render(data)

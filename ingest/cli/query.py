@@ -129,10 +129,10 @@ def cmd_query(args) -> int:
         from ingest.query import QueryError
 
         raise QueryError("--out", "--format parquet writes a file: give --out FILE")
-    from ingest.cli.main import _settings
+    from ingest.cli.common import settings_from
     from ingest.store.connection import database
 
-    with database(_settings(args)) as conn:
+    with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
         spec.settle(coll, conn.info)
         if args.explain:
@@ -217,10 +217,10 @@ def cmd_export(args) -> int:
     out = args.out or f"{curated.name}.{fmt}"
     if args.batch_size is not None and args.batch_size < 1:
         raise QueryError("--batch-size", f"must be at least 1, not {args.batch_size}")
-    from ingest.cli.main import _settings
+    from ingest.cli.common import settings_from
     from ingest.store.connection import database
 
-    with database(_settings(args)) as conn:
+    with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
         spec.settle(coll, conn.info)
         for note in list(curated.notes) + spec.notes:  # e.g. an output column without a kind, not exported
@@ -229,14 +229,14 @@ def cmd_export(args) -> int:
 
 
 def cmd_indexes(args) -> int:
-    from ingest.cli.main import _settings
+    from ingest.cli.common import settings_from
     from ingest.store.connection import database
     from ingest.query.plan import build_indexes
     from ingest.query.plan import numeric_keys_exact
     from ingest.report import dumps, table
 
     only = [c.strip() for c in args.collections.split(",")] if args.collections else None
-    with database(_settings(args)) as conn:
+    with database(settings_from(args)) as conn:
         rows = build_indexes(conn.db, only, dry_run=args.dry_run)
         exact = numeric_keys_exact(conn.db, conn.info)
     note = None if exact else (f"{conn.info.kind}'s index keys lose the order of numbers beyond 1e±128: queries with "

@@ -50,10 +50,10 @@ def cmd_shard(args) -> int:
     from ingest.store.connection import database
     from ingest.errors import UnsupportedFeature
     from ingest.report import dumps
-    from ingest.cli.main import _settings
+    from ingest.cli.common import settings_from
     from ingest.sharding.collections import shard
 
-    with database(_settings(args)) as conn:
+    with database(settings_from(args)) as conn:
         db_name = args.db or conn.db.name
         try:
             state, commands, outcomes = shard(conn.client, db_name, dry_run=args.dry_run,
@@ -87,7 +87,7 @@ def cmd_shard_plan(args) -> int:
 
     from ingest.sharding.plan import (DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows,
                                       write_png)
-    from ingest.cli.main import _settings
+    from ingest.cli.common import settings_from
     from ingest.store.connection import database
     from ingest.store.mongo import db_errors
     from ingest.report import dumps, table
@@ -101,7 +101,7 @@ def cmd_shard_plan(args) -> int:
     if unknown:
         print(f"error: no shard key for {', '.join(unknown)}; collections: {', '.join(KEYS)}", file=sys.stderr)
         return 1
-    settings = _settings(args)
+    settings = settings_from(args)
     chunk_bytes = int(args.chunk_mb * 2**20) if args.chunk_mb else DEFAULT_CHUNK_BYTES
     plans, skipped = [], []
     with database(settings) as conn:

@@ -11,7 +11,7 @@ found.  Outcomes travel between Dask workers and the driver as plain dicts.
 it through :func:`ingest.fileio.printable` (one line, no control character), and every
 reason, error and warning of :meth:`FileOutcome.as_dict` holds no control character.
 A file found in a directory but hidden (its name starts with ".") is ``skipped`` with
-the reason :data:`ingest.load.inputs.HIDDEN_FILE` unless ``--include-hidden``.
+the reason :data:`ingest.inputs.HIDDEN_FILE` unless ``--include-hidden``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Iterable
 
 from ingest import parsers
 from ingest.fileio import printable
-from ingest.load.inputs import find_inputs
+from ingest.inputs import find_inputs
 from ingest.store.ledger import Ledger
 from ingest.load.outcome import FileOutcome
 
@@ -50,13 +50,13 @@ def discover(paths: Iterable[str | Path], *, include_hidden: bool = False) -> tu
     Returns (files, named): the outcomes of the paths named instead of loaded, each to be
     reported (``failed: PATH: reason`` / ``skipped: PATH: reason``), never an exception:
 
-    * ``failed``: what cannot be loaded (see :func:`ingest.load.inputs.find_inputs`);
+    * ``failed``: what cannot be loaded (see :func:`ingest.inputs.find_inputs`);
     * ``skipped``: a hidden file named like a data file, or a hidden directory holding such
       files, found in a directory (unless ``include_hidden``): the reason says which and that
       ``--include-hidden`` loads it.
 
     Every outcome's ``path`` is the stored path; ``line`` shows it escaped.  ``files`` are the
-    files' keys (:func:`ingest.load.inputs.file_key`: resolved paths), as :func:`plan` takes them.
+    files' keys (:func:`ingest.inputs.file_key`: resolved paths), as :func:`plan` takes them.
     """
     found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden, resolved=True)
 

@@ -59,17 +59,14 @@ class LoadOptions:
 
 @dataclass(frozen=True)
 class LoadJob:
-    """What a worker needs to load files: small and picklable (a URI, never a client)."""
+    """What a worker needs to load files: small and picklable (a URI, never a client), with the
+    load's settings as the command gave them (one :class:`LoadOptions`, never copied field by field)."""
 
     uri: str
     db_name: str
     run_id: str
+    options: LoadOptions = field(default_factory=LoadOptions)
     server_kind: str | None = None
-    batch_size: int = 1000
-    force: bool = False
-    dry_run: bool = False
-    write_concern: dict | None = None
-    retry_s: float = 60.0
     server_pid: int | None = None  # the private embedded server's process: no retrying once it is gone
     lease_s: float = LEASE_S
     max_wait_s: float = MAX_WAIT_S
@@ -121,17 +118,17 @@ def _context(job: LoadJob) -> FileContext:
 
 
 def _new_context(job: LoadJob, key: tuple) -> FileContext:
-    db = _client(job.uri, job.write_concern)[job.db_name]
-    retry = Retry(job.retry_s, uri=job.uri, server_pid=job.server_pid)
+    db = _client(job.uri, job.options.write_concern)[job.db_name]
+    retry = Retry(job.options.retry_s, uri=job.uri, server_pid=job.server_pid)
     slot = sum(1 for k in _CONTEXTS if k[0] == key[0] and k[2] == key[2])
     owner = Owner.this_process(job.run_id, slot)
-    live = not job.dry_run
+    live = not job.options.dry_run
     ctx = _CONTEXTS[key] = FileContext(
         db=db, run_id=job.run_id, owner=owner, retry=retry,
         claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
         ledger=Ledger(db, retry) if live else None,
         writer=PipelinedWriter(db, retry) if live else None,
-        batch_size=job.batch_size, force=job.force, dry_run=job.dry_run)
+        batch_size=job.options.batch_size, force=job.options.force, dry_run=job.options.dry_run)
     return ctx
 
 
@@ -147,7 +144,7 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
     ctx = _context(job)
     retries = ctx.retry.retries
     outcomes: list[FileOutcome] = []
-    if not job.dry_run and new:
+    if not job.options.dry_run and new:
         outcomes, keys = _load_batches(ctx, keys, set(new))
     flights: list[InFlight] = []
     try:
@@ -172,7 +169,7 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         o.ended = o.ended or now
         o.started = o.started or o.ended
         o.parsed = min(o.parsed or o.started, o.ended)
-    if not job.dry_run:
+    if not job.options.dry_run:
         try:
             _record_file_timings(ctx, job, outcomes)
         except ServerUnavailable:
@@ -256,10 +253,8 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     when the server stays away longer than the retries allow.
     """
     log = log or (lambda message: None)
-    job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, server_kind=server_kind,
-                  batch_size=options.batch_size, force=options.force, dry_run=options.dry_run,
-                  write_concern=options.write_concern, retry_s=options.retry_s, server_pid=server_pid,
-                  lineage=lineage)
+    job = LoadJob(uri=uri, db_name=db_name, run_id=run_id, options=options, server_kind=server_kind,
+                  server_pid=server_pid, lineage=lineage)
     db = _client(uri, options.write_concern)[db_name]
     retry = Retry(options.retry_s, uri=uri, server_pid=server_pid)
     in_force = write_concern_of(db.client)
@@ -403,7 +398,7 @@ def _alive(ctx: FileContext, job: LoadJob, held: dict) -> bool:
 
 def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
     """Files this run finished whose task did not report back before the stop."""
-    if job.dry_run:
+    if job.options.dry_run:
         return
     ctx = _context(job)
     known = {f.path for f in summary.files}
@@ -438,7 +433,7 @@ def _lease_over(ctx: FileContext, entry: dict) -> bool:
 
 def _recover_run(job: LoadJob) -> list[str]:
     """After a stop: roll back the files this run's workers left half-written (if the server answers)."""
-    if job.dry_run:
+    if job.options.dry_run:
         return []
     ctx = _context(job)
     ctx.retry.budget_s = min(ctx.retry.budget_s, 10.0)

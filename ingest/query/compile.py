@@ -42,7 +42,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ingest.query import QueryError
-from ingest.query.language import And, Compare, Exists, Has, In, Node, Not, Or
+from ingest.query.language import And, Compare, Exists, Has, In, Node, Not, Or, parse
+from ingest.query.plan import numeric_keys_exact, numeric_paths, unsafe_index
+from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
+from ingest.schema import projection_for
 
 __all__ = ["to_filter", "evaluate", "Spec", "build", "parse_fields", "parse_sort", "MAX_LIMIT"]
 
@@ -260,8 +263,6 @@ class Spec:
     def projection(self) -> dict:
         """The inclusion projection of the columns (list indexes dropped: ``hsps.0.evalue`` -> ``hsps.evalue``);
         ``_id`` always comes (it names a document set aside by an export)."""
-        from ingest.schema import projection_for
-
         projection = projection_for(f.path for f in self.fields)
         projection.pop("_id", None)
         return {"_id": 1, **projection}
@@ -273,8 +274,6 @@ class Spec:
     def settle(self, coll, info) -> None:
         """Run a numeric range or sort as a collection scan where the server's index keys lose numbers
         and it would otherwise walk an index for it (:mod:`ingest.query.plan`)."""
-        from ingest.query.plan import numeric_keys_exact, numeric_paths, unsafe_index
-
         paths = numeric_paths(self.filter, self.sort, self.kinds)
         if not paths or numeric_keys_exact(coll.database, info):
             return
@@ -338,9 +337,6 @@ def parse_sort(curated, text: str | None) -> list[tuple[str, int]] | None:
 def build(curated, *, where: str | None = None, raw_filter: str | None = None, fields: str | None = None,
           sort: str | None = None, limit: int | None = None, default_fields: tuple[str, ...] | None = None) -> Spec:
     """The :class:`Spec` of a command line (nothing is sent to a server)."""
-    from ingest.query.language import parse
-    from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
-
     if where is not None and raw_filter is not None:
         raise QueryError("--filter", "give --where or --filter, not both")
     if where is not None:

@@ -22,6 +22,8 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from ingest.query.arrow import Converter
+from ingest.store.mongo import db_errors
 
 __all__ = ["BATCH", "AHEAD", "ROW_GROUP", "FORMATS", "ExportResult", "export", "rejects_path", "summary_lines"]
 
@@ -172,8 +174,6 @@ def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: in
     """Export ``spec`` (:class:`ingest.query.compile.Spec`) from ``coll`` to ``out`` as ``fmt``."""
     from bson import json_util
 
-    from ingest.store.mongo import db_errors
-    from ingest.query.arrow import Converter
 
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; expected one of {FORMATS}")

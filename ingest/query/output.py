@@ -31,6 +31,8 @@ from datetime import datetime
 from typing import Any, Iterable, Iterator
 
 from ingest.dates import format_iso
+from ingest.schema import path_getter
+from ingest.store.mongo import db_errors
 
 __all__ = ["BATCH", "TABLE_SAMPLE", "TABLE_WIDTH", "atomic_output", "rows", "write_rows", "text_value"]
 
@@ -61,8 +63,6 @@ def atomic_output(path: str | None, binary: bool = False) -> Iterator:
 
 def rows(cursor, fields) -> Iterator[list]:
     """Each document of ``cursor`` as the values of ``fields`` (paths read as :func:`ingest.schema.get_path`)."""
-    from ingest.schema import path_getter
-
     getters = [path_getter(f.path) for f in fields]
     for doc in cursor:
         yield [get(doc) for get in getters]
@@ -153,8 +153,6 @@ def _table(out, names: list[str], values: Iterable[list]) -> int:
 
 def run_query(coll, spec, fmt: str, out_path: str | None, log) -> int:
     """Stream the documents of ``spec`` from ``coll`` to ``out_path`` (stdout when None) as ``fmt``; rows written."""
-    from ingest.store.mongo import db_errors
-
     cursor = coll.find(spec.filter, spec.projection, batch_size=BATCH)
     if spec.sort:
         cursor = cursor.sort(spec.sort)

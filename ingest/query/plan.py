@@ -36,7 +36,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.store.mongo import db_errors
+from ingest.store.mongo import db_errors, describe, drop_indexes, ensure_indexes
+from ingest.errors import DatabaseError, UnsupportedFeature
+from ingest.store.curated import UnknownCollection, get, all_curated, index_name
 
 __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "explain", "read_plan", "scan_warning",
            "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note",
@@ -161,8 +163,6 @@ def numeric_keys_exact(db, info) -> bool:
 
 
 def _probe(db) -> bool:
-    from ingest.errors import DatabaseError
-
     name = f"_sci_ingest_probe_{uuid.uuid4().hex[:12]}"
     try:
         with db_errors("probing the server's numeric index keys"):
@@ -248,8 +248,6 @@ _DESCRIBED: dict[int, object] = {}
 
 def _server(db):
     """The server behind ``db`` (described once per client)."""
-    from ingest.store.mongo import describe
-
     key = id(db.client)
     if key not in _DESCRIBED:
         _DESCRIBED[key] = describe(db.client)
@@ -258,8 +256,6 @@ def _server(db):
 
 def _float_paths(collection: str) -> set[str]:
     """The document paths of ``collection`` declared to hold floats (curated fields, output columns)."""
-    from ingest.store.curated import UnknownCollection, get
-
     try:
         return {f.path for f in get(collection).fields if f.kind == "float64"}
     except UnknownCollection:
@@ -303,8 +299,6 @@ def ensure_exact_indexes(db, indexes: dict[str, list]) -> dict:
     """Create ``indexes`` ({collection: [keys]}) as :func:`exact_indexes` has them, and drop the
     declared ones it cuts or leaves out where a database made before has them.  Returns
     {"created": n, "dropped": n, "changed": {collection: [(declared, instead)]}}."""
-    from ingest.store.mongo import drop_indexes, ensure_indexes
-
     plan, changed = {}, {}
     for coll, keys in indexes.items():
         plan[coll], cut = exact_indexes(db, coll, keys)
@@ -344,9 +338,6 @@ def present_indexes(db) -> dict[str, set[tuple]]:
 
 def build_indexes(db, only: list[str] | None = None, dry_run: bool = False) -> list[dict]:
     """Create the missing curated indexes (of ``only`` collections, default all); one row per index."""
-    from ingest.store.curated import all_curated, index_name
-    from ingest.errors import UnsupportedFeature
-
     rows = []
     have = present_indexes(db)
     for name, curated in all_curated().items():

@@ -40,6 +40,10 @@ import random
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.latency import Latency
+from ingest.errors import DatabaseError
+from ingest.server.embedded import EmbeddedServer
+from ingest.store.mongo import db_errors, close_client, connect
 
 __all__ = ["EXPERIMENTS", "run", "document", "size_mb", "read_keys", "batch_size"]
 
@@ -98,7 +102,6 @@ class _Server:
     def start(self) -> None:
         if not self.embedded:
             return
-        from ingest.server.embedded import EmbeddedServer
 
         cache = os.environ.get(CACHE_ENV) or self.params["cache_size"]
         if cache != self.params["cache_size"]:
@@ -122,9 +125,6 @@ class _Server:
 
     def status(self, client) -> dict:
         """serverStatus, or {} when the server refuses it."""
-        from ingest.errors import DatabaseError
-        from ingest.store.mongo import db_errors
-
         try:
             with db_errors("serverStatus", uri=self.uri):
                 return client.admin.command("serverStatus")
@@ -171,9 +171,6 @@ class _Server:
 
 def _data_mb(db, documents: int, server: _Server) -> float:
     """The collection's data size (uncompressed BSON) from collStats, else documents x DOC_BYTES."""
-    from ingest.errors import DatabaseError
-    from ingest.store.mongo import db_errors
-
     try:
         with db_errors("collStats", uri=server.uri):
             size = db.command("collStats", COLLECTION).get("size")
@@ -187,8 +184,6 @@ def _data_mb(db, documents: int, server: _Server) -> float:
 
 def _insert(coll, start: int, stop: int, batch: int, ctx, server: _Server) -> tuple[float, int]:
     """Insert keys ``start`` .. ``stop``-1 (fewer if the deadline passes): (seconds, keys now held)."""
-    from ingest.store.mongo import db_errors
-
     t, have = time.perf_counter(), start
     for lo in range(start, stop, batch):
         if ctx.remaining() < 0:
@@ -202,9 +197,6 @@ def _insert(coll, start: int, stop: int, batch: int, ctx, server: _Server) -> tu
 
 def _reads(coll, keys: list[int], ctx, server: _Server):
     """Read each key (one point read each); (seconds, reads done, found, Latency).  Stops at the deadline."""
-    from analytics.bench.latency import Latency
-    from ingest.store.mongo import db_errors
-
     latency, found, done = Latency(), 0, 0
     t = time.perf_counter()
     with db_errors("point reads by key", uri=server.uri):
@@ -233,9 +225,6 @@ def _mark(points: list[dict]) -> None:
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from ingest.errors import DatabaseError
-    from ingest.store.mongo import close_client, connect, db_errors
-
     server = _Server(ctx, params)
     rng = random.Random(params.get("seed", 2011))
     points: list[dict] = []

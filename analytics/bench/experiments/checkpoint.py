@@ -33,6 +33,10 @@ import threading
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.experiments.workers import run_gang
+from analytics.bench.latency import Latency
+from ingest.errors import SciIngestError, DatabaseError
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["EXPERIMENTS"]
 
@@ -41,9 +45,6 @@ COLLECTION = "checkpoints"
 
 # ------------------------------------------------------------------ one worker process: its share of the tasks
 def _tasks(barrier, index, uri, db_name, task_ids, interval, size_kb, work_s, mode, stop_at) -> dict:
-    from analytics.bench.latency import Latency
-    from ingest.store.mongo import close_client, connect
-
     payload = os.urandom(size_kb * 1024) if interval else b""
     shared = connect(uri, max_pool_size=max(1, len(task_ids))) if mode == "pooled" else None
     go = threading.Event()
@@ -69,10 +70,6 @@ def _tasks(barrier, index, uri, db_name, task_ids, interval, size_kb, work_s, mo
 
 
 def _task(task_id, go, uri, db_name, shared, interval, payload, work_s, stop_at, outcomes) -> None:
-    from analytics.bench.latency import Latency
-    from ingest.errors import SciIngestError
-    from ingest.store.mongo import close_client, connect, db_errors
-
     latency, written, failures, first_error, cut = Latency(), 0, 0, None, False
     key = f"task-{task_id}"
     go.wait()
@@ -109,9 +106,6 @@ def _task(task_id, go, uri, db_name, shared, interval, payload, work_s, stop_at,
 # ------------------------------------------------------------------ the experiment
 def _connections_created(client, uri: str):
     """``serverStatus.connections.totalCreated``, or None where the server does not report it."""
-    from ingest.errors import DatabaseError
-    from ingest.store.mongo import db_errors
-
     try:
         with db_errors("asking serverStatus for the connections created", uri=uri, feature="serverStatus"):
             status = client.admin.command("serverStatus")
@@ -133,10 +127,6 @@ def _grid(params: dict) -> list[dict]:
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.experiments.workers import run_gang
-    from analytics.bench.latency import Latency
-    from ingest.store.mongo import close_client, connect, db_errors
-
     work_s = float(params["work_s"])
     grid = _grid(params)
     points: list[dict] = []

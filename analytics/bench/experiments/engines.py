@@ -35,6 +35,15 @@ import statistics
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.analyses.oxide_formation_energy import MATERIALS_ONLY
+from analytics.bench.dataset import BenchData, frames_equal
+from analytics.registry import get_analysis
+from analytics.runner import run_analysis
+from ingest.cluster import dask_client, warm_up
+from ingest.errors import SciIngestError, UnsupportedFeature
+from ingest.schema import conform, empty
+from ingest.store.catalog import MATERIALS
+from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["EXPERIMENTS", "oxide_pipeline", "best_hits_pipeline", "run"]
 
@@ -46,8 +55,6 @@ ANALYSES = ("oxide_formation_energy", "best_hits")
 def oxide_pipeline() -> list[dict]:
     """``oxide_formation_energy`` as one aggregation: oxides with a finite formation energy,
     grouped by its ceiling (count, band-gap sum and count, min / max formation energy)."""
-    from analytics.analyses.oxide_formation_energy import MATERIALS_ONLY
-
     fe = "$formation_energy_per_atom"
     known_gap = {"$isNumber": "$band_gap"}
     return [
@@ -131,7 +138,6 @@ PIPELINES = {"oxide_formation_energy": oxide_pipeline, "best_hits": best_hits_pi
 def _frame(analysis, rows: list[dict]):
     import pandas as pd
 
-    from ingest.schema import conform, empty
 
     if not rows:
         return empty(analysis.output_types)
@@ -140,8 +146,6 @@ def _frame(analysis, rows: list[dict]):
 
 def by_aggregation(analysis, uri: str, db_name: str):
     """The analysis's output computed by the server in one ``aggregate``."""
-    from ingest.store.mongo import db_errors, shared_client
-
     with db_errors(f"aggregating {analysis.name}", uri=uri, feature=f"the {analysis.name} aggregation"):
         rows = list(shared_client(uri)[db_name][analysis.source].aggregate(PIPELINES[analysis.name](),
                                                                            allowDiskUse=True))
@@ -150,8 +154,6 @@ def by_aggregation(analysis, uri: str, db_name: str):
 
 def by_pandas(analysis, uri: str, db_name: str):
     """One ``find`` into one DataFrame in this process; the declared function and combine once."""
-    from ingest.store.mongo import db_errors, shared_client
-
     schema = analysis.schema
     with db_errors(f"reading {db_name}.{analysis.source}", uri=uri):
         cursor = shared_client(uri)[db_name][analysis.source].find(analysis.filter or {}, schema.projection())
@@ -163,8 +165,6 @@ def by_dask(analysis, client, uri: str, db_name: str, out_dir, run_id: str):
     """The project's runner; its output read back from the Parquet file it published."""
     import pandas as pd
 
-    from analytics.runner import run_analysis
-    from ingest.schema import conform
 
     result = run_analysis(analysis, client, uri, db_name, run_id, out_dir)
     return conform(pd.read_parquet(result.parquet_path).drop(columns=["run_id"]), analysis.output_types)
@@ -173,10 +173,6 @@ def by_dask(analysis, client, uri: str, db_name: str, out_dir, run_id: str):
 def native_mapreduce(ctx) -> str | None:
     """What the server's JavaScript ``mapReduce`` does with a collection that has documents
     (None: it works; else why it cannot stand for native MapReduce here)."""
-    from ingest.store.catalog import MATERIALS
-    from ingest.errors import SciIngestError
-    from ingest.store.mongo import db_errors, shared_client
-
     try:
         with db_errors("probing mapReduce", uri=ctx.uri, feature="mapReduce"):
             reply = shared_client(ctx.uri)[ctx.db_name].command(
@@ -199,11 +195,6 @@ def _timed(fn, *args):
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.dataset import BenchData, frames_equal
-    from ingest.cluster import dask_client, warm_up
-    from analytics.registry import get_analysis
-    from ingest.errors import UnsupportedFeature
-
     analyses = [get_analysis(n) for n in params.get("analyses", ANALYSES)]
     data = BenchData(ctx, materials=params["materials"], pasta_copies=params["pasta_copies"])
     repeats = max(1, int(params.get("repeats", 1)))

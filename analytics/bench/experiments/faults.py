@@ -31,6 +31,9 @@ import threading
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.dataset import run_stage, BenchData, frames_equal
+from analytics.registry import get_analysis
+from ingest.cluster import dask_client, warm_up
 
 __all__ = ["EXPERIMENTS", "run", "kill_workers"]
 
@@ -61,8 +64,6 @@ def _choose(client, k: int) -> list[str]:
 
 def stage_with_kills(client, analysis, ctx, params: dict, k: int) -> dict:
     """Run the stage in a thread and kill ``k`` workers once it runs; what happened."""
-    from analytics.bench.dataset import run_stage
-
     outcome: dict = {}
 
     def stage() -> None:
@@ -93,10 +94,6 @@ def stage_with_kills(client, analysis, ctx, params: dict, k: int) -> dict:
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.dataset import BenchData, frames_equal
-    from ingest.cluster import dask_client, warm_up
-    from analytics.registry import get_analysis
-
     if ctx.scheduler:
         ctx.note(f"skipped: the workers of --scheduler {ctx.scheduler} run elsewhere, and this command cannot kill "
                  "remote worker processes; run it without --scheduler (a LocalCluster) to measure it")

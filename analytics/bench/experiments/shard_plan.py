@@ -11,13 +11,12 @@ from __future__ import annotations
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from ingest.sharding.plan import generated_keys, plan_collection
 
 __all__ = ["EXPERIMENTS"]
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from ingest.sharding.plan import generated_keys, plan_collection
-
     sample = generated_keys("hits", "search_id", params["documents"], params["doc_bytes"])
     points = []
     for shards in params["shards"]:

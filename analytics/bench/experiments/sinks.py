@@ -35,6 +35,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.dataset import frames_equal, BenchData
+from analytics.partitions import read_partition
+from analytics.planning import plan_reads
+from analytics.registry import get_analysis
+from analytics.runner import output_documents
+from analytics.streaming import chunk_frame, read_chunks
+from ingest.cluster import thread_count, dask_client, warm_up
+from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["EXPERIMENTS", "SINKS", "run"]
 
@@ -77,11 +85,6 @@ def _wait(client, futures: list) -> None:
 
 def read_source(client, analysis, uri: str, db_name: str, chunk_rows: int | None) -> list:
     """The source as futures of frames held by the workers, read as the server's plan says."""
-    from ingest.cluster import thread_count
-    from analytics.partitions import read_partition
-    from analytics.planning import plan_reads
-    from analytics.streaming import chunk_frame, read_chunks
-
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=analysis.partition_key,
                       query=analysis.filter or None, group_key=analysis.group_key, threads=thread_count(client),
                       chunk_rows=chunk_rows, sort_groups=True)
@@ -102,13 +105,10 @@ def compute(client, analysis, futures: list):
 
 def write_mongo(uri: str, db_name: str, collection: str, frame, id_column: str, run_id: str) -> int:
     """Replace ``collection`` with the output documents (the runner's form); documents found."""
-    from analytics.runner import _documents
-    from ingest.store.mongo import db_errors, shared_client
-
     db = shared_client(uri)[db_name]
     with db_errors(f"writing {db_name}.{collection}", uri=uri):
         db.drop_collection(collection)
-        docs = _documents(frame, id_column, run_id)
+        docs = output_documents(frame, id_column, run_id)
         for start in range(0, len(docs), 1000):
             db[collection].insert_many(docs[start:start + 1000], ordered=False)
         return db[collection].count_documents({})
@@ -165,8 +165,6 @@ def one_way(sink: str, client, analysis, ctx, chunk_rows: int | None, folder: Pa
 # ------------------------------------------------------------------ the experiment
 def _measure(ctx, client, analysis, scale: int, chunk_rows: int | None) -> list[dict]:
     """The three ways at one size on one cluster: one point each."""
-    from analytics.bench.dataset import frames_equal
-
     workers = len(client.nthreads())
     points, reference = [], None
     for sink in SINKS:
@@ -191,10 +189,6 @@ def _measure(ctx, client, analysis, scale: int, chunk_rows: int | None) -> list[
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.dataset import BenchData
-    from ingest.cluster import dask_client, warm_up
-    from analytics.registry import get_analysis
-
     analyses = [get_analysis(n) for n in params.get("analyses", ["best_hits"])]
     data = BenchData(ctx, materials=params["materials"], pasta_copies=params["pasta_copies"])
     chunk_rows = params.get("chunk_rows")

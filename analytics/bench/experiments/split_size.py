@@ -37,6 +37,9 @@ import time
 from dataclasses import dataclass
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.dataset import collection_size, split_for, run_stage, BenchData, frames_equal
+from analytics.registry import get_analysis
+from ingest.cluster import dask_client, warm_up
 
 __all__ = ["EXPERIMENTS", "Split", "scaled_splits", "run"]
 
@@ -62,8 +65,6 @@ def scaled_splits(uri: str, db_name: str, collection: str, split_mbs: list[int],
                   reference_mb: int) -> tuple[float, int, int, list[Split]]:
     """(scale factor, documents, bytes, splits): each nominal split scaled by the collection's
     size over ``reference_mb``, so it keeps its share of the input."""
-    from analytics.bench.dataset import collection_size, split_for
-
     count, size = collection_size(uri, db_name, collection)
     factor = size / (reference_mb * 2**20)
     splits = []
@@ -76,8 +77,6 @@ def scaled_splits(uri: str, db_name: str, collection: str, split_mbs: list[int],
 
 def measure(ctx, client, analysis, split: Split, repeats: int):
     """(median seconds, fastest, slowest, the last stage's result) of ``repeats`` stages at ``split``."""
-    from analytics.bench.dataset import run_stage
-
     times, result = [], None
     for _ in range(repeats):
         started = time.perf_counter()
@@ -88,10 +87,6 @@ def measure(ctx, client, analysis, split: Split, repeats: int):
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.dataset import BenchData, frames_equal, run_stage
-    from ingest.cluster import dask_client, warm_up
-    from analytics.registry import get_analysis
-
     analysis = get_analysis(params.get("analysis", "oxide_formation_energy"))
     data = BenchData(ctx, materials=params["materials"], pasta_copies=params.get("pasta_copies", 0))
     data.grow(params["scale"])

@@ -39,6 +39,11 @@ import time
 from pathlib import Path
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.latency import Latency
+from ingest.documents.search import search_documents
+from ingest.errors import DatabaseError, SciIngestError, InputError
+from ingest.parsers.pasta import parse_dicts
+from ingest.store.mongo import close_client, connect, db_errors, insert_new
 
 __all__ = ["EXPERIMENTS"]
 
@@ -52,17 +57,12 @@ _PRELOAD = ["ingest.store.mongo", "ingest.parsers.pasta", "ingest.documents.sear
 def sample_files(root: Path = SAMPLES) -> list[Path]:
     files = sorted(root.glob("*.m10"))
     if not files:
-        from ingest.errors import InputError
-
         raise InputError(f"no -m 10 samples in {root}: the workers experiment writes the project's own samples")
     return files
 
 
 def sample_documents(files: list[Path]) -> list[tuple[str, dict]]:
     """``(collection, document)`` for every query and hit of ``files``, as the loader builds them."""
-    from ingest.documents.search import search_documents
-    from ingest.parsers.pasta import parse_dicts
-
     out: list[tuple[str, dict]] = []
     for path in files:
         data = path.read_bytes()
@@ -110,8 +110,6 @@ def run_gang(target, arglists: list[tuple], phases: int, timeouts: list[float], 
     the k-th, then calling ``on_release(k)``) and returns the perf_counter time of each release
     and the results by index.
     A worker's failure (or a worker that never arrives) raises a project error naming it."""
-    from ingest.errors import DatabaseError, SciIngestError
-
     mp = multiprocessing.get_context(_START)
     if _START == "forkserver":
         mp.set_forkserver_preload(_PRELOAD)
@@ -161,8 +159,6 @@ def run_gang(target, arglists: list[tuple], phases: int, timeouts: list[float], 
 # ------------------------------------------------------------------ one worker process
 def _worker(barrier, index, uri, db_name, workers, n_docs, n_reads, batch, write_until, read_until, written,
             seed) -> dict:  # fmt: skip
-    from analytics.bench.latency import Latency
-    from ingest.store.mongo import close_client, connect, db_errors, insert_new
 
     template = sample_documents(sample_files())
     client = connect(uri)
@@ -233,9 +229,6 @@ def _share(total: int, parts: int, i: int) -> int:
 
 # ------------------------------------------------------------------ the experiment
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.latency import Latency
-    from ingest.store.mongo import close_client, connect, db_errors
-
     files = sample_files()
     points = [generation_rate(files, params["generate_docs"], params["generate_s"])]
     ctx.log(f"  generate (no database): {points[0]['generated_per_s']:,.0f} documents/s "

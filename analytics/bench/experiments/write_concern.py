@@ -31,6 +31,9 @@ from __future__ import annotations
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.ycsb import WORKLOADS, CoreWorkload, drop_table, load_phase, run_phase
+from ingest.errors import DatabaseError
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["EXPERIMENTS", "METHODS"]
 
@@ -48,8 +51,6 @@ W0_SEND_SHARE = 0.4  # a w0 run sends for this share of its time: the server app
 
 
 def _status(ctx) -> dict:
-    from ingest.store.mongo import close_client, connect, db_errors
-
     client = connect(ctx.uri)
     try:
         with db_errors("reading serverStatus and hello", uri=ctx.uri):
@@ -100,9 +101,6 @@ def _drain(ctx, before: int | None, sent: int, bound_s: float) -> tuple[float, b
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.ycsb import WORKLOADS, CoreWorkload, drop_table, load_phase, run_phase
-    from ingest.errors import DatabaseError
-
     probe = _status(ctx)
     _note_server(ctx, probe)
     drop_table(ctx.uri, ctx.db_name)

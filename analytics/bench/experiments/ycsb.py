@@ -30,6 +30,10 @@ from __future__ import annotations
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.ycsb import (
+    WORKLOADS, CoreWorkload, drop_table, load_phase, remove_run_inserts, run_phase, TABLE, build_key_name,
+)
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["EXPERIMENTS"]
 
@@ -38,8 +42,6 @@ _RESERVE_S = 4.0  # kept back from the budget for the deletes after D/E and clos
 
 
 def run(ctx, params: dict) -> list[dict]:
-    from analytics.bench.ycsb import WORKLOADS, CoreWorkload, drop_table, load_phase, remove_run_inserts, run_phase
-
     combos = [tuple(c) for c in params["runs"]]
     _note_server(ctx, params)
     points: list[dict] = []
@@ -101,9 +103,6 @@ def _plan_stages(plan: dict) -> list[str]:
 def _note_scan_plan(ctx) -> None:
     """Say how the server runs YCSB's scan (``_id >= k`` sorted by ``_id``, limit n): MongoDB walks the
     ``_id`` index (IXSCAN); a server that scans and sorts the whole collection makes workload E slow."""
-    from analytics.bench.ycsb import TABLE, build_key_name
-    from ingest.store.mongo import close_client, connect, db_errors
-
     client = connect(ctx.uri)
     try:
         with db_errors("explaining YCSB's scan", uri=ctx.uri):

@@ -1,0 +1,81 @@
+"""The pipeline's ``analyze`` and ``validate`` steps, and what prepares a Dask worker for them.
+
+Plugged into :mod:`ingest.pipeline` through :mod:`analytics.plugin` (``STEPS``, ``WARM_UPS``):
+``ingest`` runs them without knowing them.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Callable, Sequence
+
+from ingest.config import Settings
+from ingest.pipeline import Cluster
+from ingest.store.connection import Connection, log_to_stderr
+from ingest.timing import Timings
+from analytics.registry import all_analyses, select_analyses
+from analytics.runner import run_analysis
+from analytics.validation import validate
+from analytics.validation.stream import engine
+
+
+def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
+                 *, cluster: Cluster | None = None, incremental: bool = False,
+                 log: Callable[[str], None] = log_to_stderr):
+    """Run the named analyses (default: all) on the run's cluster, one timed stage each.
+
+    ``incremental``: each analysis that allows it reads only the groups of the files loaded
+    since it last ran (:mod:`analytics.increment`); every analysis says what it read.
+    """
+    chosen = select_analyses(names)
+    results = []
+    with ExitStack() as stack:
+        client = (cluster or Cluster(settings, timings, stack)).client("analyze", conn.uri)
+        for analysis in chosen:
+            with timings.stage(f"analyze.{analysis.name}") as rec:
+                result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
+                                      settings.out_dir, incremental=incremental)
+                rec.records_in, rec.records_out = result.records_in, result.records_out
+                rec.detail = {"partitions": result.partitions, "collection": result.collection,
+                              "parquet": str(result.parquet_path), "excluded": result.excluded,
+                              "read": result.read, "scope": result.scope}
+                if incremental:
+                    log(f"{analysis.name}: {result.scope['reason']}")
+                results.append(result)
+    return results
+
+
+def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None):
+    """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here."""
+    client = cluster.client("validate", conn.uri) if cluster is not None else None
+    with timings.stage("validate") as rec:
+        report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
+        rec.records_in = report.rows_checked
+        rec.records_out = sum(1 for s in report.suites if s.success)
+        rec.detail = {"suites": len(report.suites), "ok": report.ok}
+        if not report.ok:
+            rec.status = "failed"
+            rec.error = "critical expectation failed"
+    return report
+
+
+def prepare_for_analyses() -> bool:
+    """Import what the analyses need and walk each one's code once (on every worker, and here)."""
+    import bson  # noqa: F401  (warm-up: importing is this function's purpose, on each worker)
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+    import pyarrow.pandas_compat  # noqa: F401  (first used by Table.from_pandas when an output is published)
+
+    for analysis in all_analyses():  # imports every analysis module
+        try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily
+            analysis.run_frames([analysis.schema.empty()])  # with its side input, regroup and combine
+        except Exception:  # noqa: BLE001 - an analysis need not accept an empty frame; this is only a warm-up
+            pass
+    return True
+
+
+def prepare_for_validation() -> bool:
+    """Import Great Expectations and make this process's context (seconds: once per worker)."""
+    engine()
+    return True
