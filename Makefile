@@ -33,7 +33,7 @@ test: install
 # driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs
 # chromium and chromium-driver with apt-get when missing (as root, or through `sudo -n`).
 # Screenshots: test-output/ui/ ($SCI_INGEST_TEST_OUTPUT/ui); SCI_INGEST_UPDATE_FIGURES=1 also
-# refreshes docs/figures/airflow-green-run.png, the README's figure.
+# refreshes docs/figures/airflow-green-run.png, the figure of docs/airflow.md.
 test-ui: install
 	@missing=; for c in chromium chromedriver; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \

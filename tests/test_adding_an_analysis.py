@@ -1,6 +1,6 @@
-"""Adding an analysis touches one module and one suite: the README's example diff, applied and run.
+"""Adding an analysis touches one module and one suite: the example diff of docs/development.md, applied and run.
 
-The diff under "Adding an analysis" in README.md is applied to a copy of the
+The diff under "Adding an analysis" in docs/development.md is applied to a copy of the
 project; the copy's ``sci-ingest`` (the same console script, with the copy first
 on ``PYTHONPATH``) must list the new analysis, run it alone on loaded samples,
 publish its output, and validate it with the new suite.
@@ -23,22 +23,22 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"
 
 
-def readme_diff() -> str:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### Adding an analysis", 1)[1]
+def example_diff() -> str:
+    text = (REPO / "docs" / "development.md").read_text()
+    section = text.split("## Adding an analysis", 1)[1]
     match = re.search(r"```diff\n(.*?)```", section, re.S)
-    assert match, "README.md has no diff under 'Adding an analysis'"
+    assert match, "docs/development.md has no diff under 'Adding an analysis'"
     return match.group(1)
 
 
 def test_the_example_diff_adds_one_module_and_one_suite():
-    files = re.findall(r"^\+\+\+ b/(\S+)$", readme_diff(), re.M)
+    files = re.findall(r"^\+\+\+ b/(\S+)$", example_diff(), re.M)
     assert len(files) == 2, files
     module, suite = sorted(files)
     assert re.fullmatch(r"analytics/analyses/[a-z_]+\.py", module), module
     assert re.fullmatch(r"schemas/expectations/[a-z_]+\.json", suite), suite
     assert not (REPO / module).exists() and not (REPO / suite).exists(), "the example is not shipped"
-    assert re.findall(r"^--- (\S+)$", readme_diff(), re.M) == ["/dev/null", "/dev/null"]
+    assert re.findall(r"^--- (\S+)$", example_diff(), re.M) == ["/dev/null", "/dev/null"]
 
 
 @pytest.fixture()
@@ -48,7 +48,7 @@ def project_copy(tmp_path) -> Path:
     for part in ("ingest", "analytics", "schemas", "samples"):
         shutil.copytree(REPO / part, copy / part, ignore=ignore)
     patch = tmp_path / "example.diff"
-    patch.write_text(readme_diff())
+    patch.write_text(example_diff())
     done = subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=copy, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return copy

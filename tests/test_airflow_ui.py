@@ -293,7 +293,7 @@ def test_the_ui_shows_the_landing_run_and_its_asset_triggered_run_green(local_ai
         shots = [_check_run_page(driver, base, "sci_ingest_curated", r["dag_run_id"], CURATED_TASKS,
                                  "03-curated-run.png" if i == 0 else f"03-curated-run-{i + 1}.png")
                  for i, r in enumerate(curated)]  # fmt: skip
-        green = shots[0]  # the README's figure: every task of the run green
+        green = shots[0]  # the figure of docs/airflow.md: every task of the run green
         # after the login nothing at all goes to the console as severe
         severe = _severe(driver)
         assert not severe, f"severe browser console entries after the login: {severe}"

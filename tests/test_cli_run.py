@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_docs import quickstart_counts
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 
@@ -56,6 +57,7 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert db.validation_runs.count_documents({"run_id": first["run_id"]}) > 0
     assert (tmp_path / "state" / "out" / "best_hits.parquet").exists()
     assert_exact_answers(db, first)
+    assert_the_readme_quickstart_is_this_run(first)
     totals = {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
 
     proc, second = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
@@ -66,6 +68,19 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
 
     proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
     assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout
+
+
+def assert_the_readme_quickstart_is_this_run(report: dict) -> None:
+    """The README's Quickstart shows the output of this run of the bundled samples: the same files,
+    documents, analyses and suites (one whole-pipeline run serves this test and the README's)."""
+    readme = quickstart_counts()
+    suites = report["validation"]["suites"]
+    assert {
+        "files": report["files"]["files_loaded"],
+        "documents": report["inserted"],
+        "analyses": [a["name"] for a in report["analysis"]],
+        "suites": (sum(1 for s in suites if s["success"]), len(suites)),
+    } == readme, "the README's Quickstart output is stale: run `make run` and paste its output"
 
 
 def assert_timings_mean_what_they_say(db, run_id: str, before, after) -> None:

@@ -1,4 +1,4 @@
-"""The curated declarations: one source for the indexes, the README's tables, and indexes the server takes.
+"""The curated declarations: one source for the indexes, the tables of docs/querying.md, and indexes the server takes.
 
 Against the real test server: every declared index is created (twice: idempotent) by
 ``sci-ingest indexes``, each question's example is planned on its index, the prefix rule
@@ -76,17 +76,17 @@ def test_analysis_outputs_are_derived_from_the_registry():
         curated.get("hitz")
 
 
-def test_the_readme_tables_are_the_declarations():
-    text = (REPO / "README.md").read_text()
+def test_the_docs_tables_are_the_declarations():
+    text = (REPO / "docs" / "querying.md").read_text()
     block = re.search(r"<!-- curated:begin -->\n(.*?)\n<!-- curated:end -->", text, re.S)
-    assert block, "README lacks the curated tables"
+    assert block, "docs/querying.md lacks the curated tables"
     assert block.group(1).strip() == curated.markdown().strip()
 
 
-def test_the_readme_tables_of_the_outputs_are_the_analyses_declarations():
-    text = (REPO / "README.md").read_text()
+def test_the_docs_tables_of_the_outputs_are_the_analyses_declarations():
+    text = (REPO / "docs" / "querying.md").read_text()
     block = re.search(r"<!-- curated-outputs:begin -->\n(.*?)\n<!-- curated-outputs:end -->", text, re.S)
-    assert block, "README lacks the tables of the analyses' outputs"
+    assert block, "docs/querying.md lacks the tables of the analyses' outputs"
     assert block.group(1).strip() == curated.outputs_markdown().strip()
     assert "| `recomputed` | float64 | eV/atom | energy above the convex hull recomputed" in block.group(1)
 

@@ -10,7 +10,7 @@ downloaded browser or driver: both paths given, ``SE_OFFLINE``): no severe conso
 every image loaded, the sections there, nothing external, the hostile names shown as text.
 Screenshot: ``test-output/report/report.png`` (``$SCI_INGEST_TEST_OUTPUT/report``); with
 ``SCI_INGEST_UPDATE_FIGURES=1`` a run of the bundled samples (what ``make run`` loads) is
-reported too and its page becomes ``docs/figures/report.png``, the README's figure.
+reported too and its page becomes ``docs/figures/report.png``, the figure of docs/report.md.
 About 20 seconds (a minute more with the figure).
 """
 
@@ -289,7 +289,7 @@ def test_an_older_run_by_id_and_the_errors(reported, tmp_path):
 @pytest.mark.skipif(os.environ.get("SCI_INGEST_UPDATE_FIGURES") != "1",
                     reason="regenerates docs/figures/report.png only with SCI_INGEST_UPDATE_FIGURES=1")
 def test_readme_figure(mongo_uri, mongo_client, tmp_path, monkeypatch, caplog):
-    """The README's screenshot: the page of a run of the bundled samples (what `make run` loads)."""
+    """The screenshot of docs/report.md: the page of a run of the bundled samples (what `make run` loads)."""
     name = "sci_ingest_readme_figure"  # shown on the page
     env = _env(mongo_uri, name, tmp_path / "home")
     mongo_client.drop_database(name)
