@@ -17,7 +17,7 @@ import psutil
 import pymongo
 import pytest
 
-from ingest.server.keeper import using
+from ingest.server.state import using
 from ingest.server.embedded import holder
 from test_server_lifecycle import _wait
 

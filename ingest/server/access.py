@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 from ingest.errors import ConfigError, ServerError
+from ingest.server.state import private_file
 
 __all__ = ["ADMIN_USER", "credentials_path", "load_credentials", "with_credentials", "enable_auth", "add_user"]
 
@@ -64,22 +65,23 @@ def with_credentials(uri: str, creds: dict | None) -> str:
 
 
 def _write_private(path: Path, data: dict) -> None:
-    from ingest.server.embedded import _private_file
-
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _private_file(path, json.dumps(data, indent=2))
+    private_file(path, json.dumps(data, indent=2))
 
 
-def enable_auth(state_dir: Path, data_dir: Path) -> dict:
-    """Create the administrator once (see the module doc); returns the credentials."""
+def enable_auth(state_dir: Path, server) -> dict:
+    """Create the administrator once (see the module doc); returns the credentials.
+
+    ``server``: the home's embedded server, not started and without authentication (an
+    :class:`ingest.server.embedded.EmbeddedServer` of its data directory), started here only
+    to create the administrator and stopped again; unused when the credentials exist.
+    """
     creds = load_credentials(state_dir)
     if creds:
         return creds
-    from ingest.store.mongo import connect, db_errors
-    from ingest.server.embedded import EmbeddedServer
+    from ingest.store.mongo import connect, db_errors  # lazy: sci-ingest server status must not import pymongo
 
     creds = {"user": ADMIN_USER, "password": secrets.token_urlsafe(24), "auth_source": "admin"}
-    server = EmbeddedServer(data_dir)
     uri = server.start()
     try:
         client = connect(uri)
@@ -100,7 +102,7 @@ def add_user(admin_uri: str, state_dir: Path, name: str, db_name: str, read_only
     if not _NAME.fullmatch(name) or name == ADMIN_USER:
         raise ConfigError(f"a user name is 1-64 letters, digits, '.', '_' or '-' (and not {ADMIN_USER!r}), "
                           f"not {name!r}")
-    from ingest.store.mongo import connect, db_errors
+    from ingest.store.mongo import connect, db_errors  # lazy: sci-ingest server status must not import pymongo
 
     password = secrets.token_urlsafe(18)
     role = "read" if read_only else "readWrite"

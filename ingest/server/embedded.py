@@ -14,14 +14,13 @@ Three ways to use it:
 
 The last two are recorded in ``<state>/server.json`` (pid, start time, URI) so
 other processes (Airflow tasks, the next ``sci-ingest`` call) find and share
-them.  WiredTiger locks its data directory, so two servers can never open the
-same one.
+them (the record and the home's locks: :mod:`ingest.server.state`).  WiredTiger
+locks its data directory, so two servers can never open the same one.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import signal
@@ -33,7 +32,8 @@ import time
 from pathlib import Path
 
 from ingest.errors import ServerError
-from ingest.store.mongo import ping
+from ingest.server.access import enable_auth, load_credentials
+from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
 
 EXECUTABLE = "secantusd-py"
 
@@ -112,8 +112,8 @@ class EmbeddedServer:
             for folder in (self.data_dir.parent, self.data_dir, self.log_path.parent):
                 folder.mkdir(parents=True, exist_ok=True)
             os.chmod(self.data_dir, 0o700)  # the data is its owner's only
-            _private_file(self.config_path, _CONFIG_TEXT)
-            _private_file(self.log_path, None)
+            private_file(self.config_path, _CONFIG_TEXT)
+            private_file(self.log_path, None)
         except OSError as exc:
             raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
         refuse_if_held(self.data_dir)
@@ -138,6 +138,8 @@ class EmbeddedServer:
             log.close()
         if not detach:
             atexit.register(self.stop)
+        from ingest.store.mongo import ping  # lazy: sci-ingest server status must not import pymongo
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             code = self.process.poll()
@@ -197,17 +199,6 @@ class EmbeddedServer:
 
 _CONFIG_TEXT = ("# Written by sci-ingest and passed with --config, so that no other secantusd.toml\n"
                 "# (working directory, home folder, /etc) is read.  Settings are on the command line.\n")
-
-
-def _private_file(path: Path, text: str | None) -> None:
-    """Create ``path`` readable by its owner only (``text``: its content, rewritten; None: kept)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if text is not None else 0), 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        if text is not None:
-            os.write(fd, text.encode())
-    finally:
-        os.close(fd)
 
 
 def _child_setup(dies_with_parent: bool):
@@ -314,18 +305,6 @@ def refuse_if_held(data_dir: Path, wait_s: float = 0.0) -> None:
 
 
 # ---------------------------------------------------------------- long-lived server
-def _state_file(state_dir: Path) -> Path:
-    return Path(state_dir) / "server.json"
-
-
-def _recorded(state_dir: Path) -> dict | None:
-    try:
-        state = json.loads(_state_file(state_dir).read_text())
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
-
-
 def _verified(pid, started, accept):
     """The psutil.Process ``pid`` if that very process still runs: not a zombie, started at
     ``started`` (a reused pid is another process) and ``accept(cmdline)`` true; else None."""
@@ -368,25 +347,19 @@ def server_record(server: EmbeddedServer, **extra) -> dict:
             "auth": server.auth, **extra}
 
 
-def write_record(state_dir: Path, state: dict) -> None:
-    """Write the server's record at once (readers never see half of it), readable by its owner only."""
-    path = _state_file(state_dir)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    _private_file(partial, json.dumps(state, indent=2))
-    os.replace(partial, path)
-
-
 def server_state(state_dir: Path) -> tuple[str, dict | None]:
     """("running" | "unresponsive" | "dead" | "absent", the record): what the recorded server is doing.
 
     ``unresponsive``: its process runs (e.g. stopped by SIGSTOP, or overloaded) but it did
     not answer within a few seconds; ``dead``: the record names a process that is gone.
     """
-    state = _recorded(state_dir)
+    state = recorded(state_dir)
     if state is None:
         return "absent", None
     if _same_process(state) is None:
         return "dead", state
+    from ingest.store.mongo import ping  # lazy: sci-ingest server status must not import pymongo
+
     if ping(state.get("uri", ""), timeout_ms=3000) is None:
         # a server that died while it was asked (e.g. killed with its keeper) is dead, not unresponsive
         return ("unresponsive" if _same_process(state) is not None else "dead"), state
@@ -419,9 +392,6 @@ def start_background(state_dir: Path, port: int | None = None, auth: bool = Fals
     The per-home server of a command (:mod:`ingest.server.keeper`), if one runs, is kept
     from then on: its idle timeout is dropped ("was_idle_s" says it had one).
     """
-    from ingest.server.access import enable_auth, load_credentials
-    from ingest.server.keeper import starting, using
-
     with using(state_dir), starting(state_dir):
         state = running_server(state_dir)
         if state:
@@ -433,10 +403,10 @@ def start_background(state_dir: Path, port: int | None = None, auth: bool = Fals
                 state = {**state, "idle_s": None}
                 write_record(state_dir, state)
             return {**state, "already_running": True, "was_idle_s": idle_s}
-        _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
+        state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
         data_dir = Path(state_dir) / "db"
         if auth:
-            enable_auth(state_dir, data_dir)
+            enable_auth(state_dir, EmbeddedServer(data_dir))
         server = EmbeddedServer(data_dir, port=port, auth=load_credentials(state_dir) is not None)
         server.start(detach=True)
         state = server_record(server)
@@ -485,24 +455,22 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
     that is gone; the record is removed) or "absent".  Only the very processes that were started
     are signalled: a per-home server's keeper, which stops its server (WiredTiger checkpoints and
     closes), and the server itself."""
-    from ingest.server.keeper import START_LOCK, starting
-
-    if _recorded(state_dir) is None and not (Path(state_dir) / START_LOCK).exists():
+    if recorded(state_dir) is None and not (Path(state_dir) / START_LOCK).exists():
         return "absent"  # no server was ever started here (and no home is created for the lock)
     # no command starts a new server meanwhile; and a keeper still starting (its command may have been
     # killed) holds the lock until its server is recorded, so that server is stopped too, not left running
     with starting(state_dir):
-        state = _recorded(state_dir)
+        state = recorded(state_dir)
         if state is None:
             return "absent"
         keeper, server = _same_keeper(state), _same_process(state)
         if keeper is None and server is None:
-            _state_file(state_dir).unlink(missing_ok=True)
+            state_file(state_dir).unlink(missing_ok=True)
             return "dead"
         live = [proc for proc in (keeper, server) if proc is not None]
         for proc in live:
             _resume(proc)
         for proc in live:  # the keeper first: it stops its server itself
             _end(proc, timeout)
-        _state_file(state_dir).unlink(missing_ok=True)
+        state_file(state_dir).unlink(missing_ok=True)
     return "stopped"

@@ -40,18 +40,23 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
+from ingest.config import PROJECT_ROOT
 from ingest.errors import ConfigError, SciIngestError, ServerError
+from ingest.server.access import load_credentials, with_credentials
+from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_record
+from ingest.server.state import (USE_LOCK, lock_fd, private_file, recorded, starting, state_file, try_lock, using,
+                                 write_record)
+from ingest.store.mongo import client as mongo_client, db_errors
 
+#: ``using`` and ``starting`` (the home's locks, :mod:`ingest.server.state`) are named here too, for the
+#: commands that use the home's server through this module.
 __all__ = ["IDLE_ENV", "DEFAULT_IDLE_S", "idle_timeout", "using", "starting", "start", "main"]
 
 IDLE_ENV = "SCI_INGEST_SERVER_IDLE"
 DEFAULT_IDLE_S = 600.0
-START_LOCK = "server.start.lock"
-USE_LOCK = "server.use.lock"
 READY = "ready"
 #: How long a command waits for a new keeper to report its server ready.
 START_TIMEOUT_S = 90.0
@@ -81,70 +86,19 @@ def idle_timeout() -> float:
     return value
 
 
-# ------------------------------------------------------------------ the home's locks
-def _lock_fd(state_dir: Path, name: str) -> int:
-    try:
-        Path(state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        return os.open(Path(state_dir) / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise ServerError(f"cannot use {state_dir} as the sci-ingest home: {exc}") from exc
-
-
-@contextmanager
-def _locked(state_dir: Path, name: str, mode: int, timeout: float | None = None) -> Iterator[int]:
-    """Hold ``name`` locked (``mode``); yields the locked descriptor.  ``timeout``: ServerError when the
-    lock is not had within that many seconds (None: wait for it)."""
-    fd = _lock_fd(state_dir, name)
-    try:
-        if timeout is None:
-            fcntl.flock(fd, mode)
-        else:
-            deadline = time.monotonic() + timeout
-            while not _try_lock(fd, mode):
-                if time.monotonic() >= deadline:
-                    raise ServerError(f"the embedded server of {state_dir} has been starting for more than "
-                                      f"{timeout:.0f} s in another command or its keeper ({Path(state_dir) / name} "
-                                      f"is locked); see {Path(state_dir) / 'server.log'}")
-                time.sleep(0.1)
-        yield fd
-    finally:
-        os.close(fd)  # releases the lock (unless a keeper inherited it: then once the keeper lets go too)
-
-
-def _try_lock(fd: int, mode: int) -> bool:
-    try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def using(state_dir: Path):
-    """Held (shared) while a command uses the home's server: a per-home server does not stop meanwhile."""
-    return _locked(state_dir, USE_LOCK, fcntl.LOCK_SH)
-
-
-def starting(state_dir: Path, timeout: float | None = None):
-    """Held (exclusive) while a server of the home is started or stopped; a keeper being started holds
-    it until its server is recorded (or has stopped).  Yields the locked descriptor."""
-    return _locked(state_dir, START_LOCK, fcntl.LOCK_EX, timeout)
-
-
 # ------------------------------------------------------------------ the command's side
 def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
     """The home's running server, else a new per-home server; returns its record.
 
     Call it inside :func:`using`.  Raises ServerError (one line) when it cannot start.
     """
-    from ingest.server.embedded import _state_file, refuse_if_held, running_server
-
     state_dir = Path(state_dir).resolve()
     # waits for another command's start, or for the keeper of a command killed meanwhile (it holds the lock)
     with starting(state_dir, timeout=LOCK_TIMEOUT_S) as lock:
         state = running_server(state_dir)  # another command may have started it while we waited
         if state is not None:
             return state
-        _state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
+        state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
         # no keeper starts now and no record names a server: a SecantusDB process on the data is a keeper's
         # that was killed (dying with it), or the private server of a command (SCI_INGEST_SERVER_IDLE=0)
         refuse_if_held(state_dir / "db", wait_s=HOLDER_GRACE_S)
@@ -162,11 +116,8 @@ def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
 
     The keeper inherits ``start_lock`` (the locked start lock's descriptor) and keeps it until its
     server is recorded or stopped: should this command die meanwhile, the next one still waits."""
-    from ingest.config import PROJECT_ROOT
-    from ingest.server.embedded import _private_file
-
     log_path = state_dir / "server.log"
-    _private_file(log_path, None)
+    private_file(log_path, None)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
     with open(log_path, "ab") as log:
         try:
@@ -235,8 +186,6 @@ class _Activity:
         self.own: int | None = None
 
     def seen(self) -> bool:
-        from ingest.store.mongo import db_errors
-
         try:
             with db_errors("watching the server"):
                 status = self.watcher.admin.command("serverStatus")
@@ -262,27 +211,21 @@ def _ours(record: dict | None) -> bool:
 
 def _forget(home: Path) -> None:
     """Remove the home's record if it is this keeper's."""
-    from ingest.server.embedded import _recorded, _state_file
-
-    if _ours(_recorded(home)):
-        _state_file(home).unlink(missing_ok=True)
+    if _ours(recorded(home)):
+        state_file(home).unlink(missing_ok=True)
 
 
 def _try_exclusive(fd: int) -> bool:
-    return _try_lock(fd, fcntl.LOCK_EX)
+    return try_lock(fd, fcntl.LOCK_EX)
 
 
-def _serve(home: Path, server, creds: dict | None, idle_s: float) -> _Activity:
+def _serve(home: Path, server: EmbeddedServer, creds: dict | None, idle_s: float) -> _Activity:
     """Start the server and record it with this keeper; returns the watch on its clients, which has
     counted the keeper's own connections before any command knew of the server."""
     import psutil
 
-    from ingest.server.access import with_credentials
-    from ingest.store.mongo import client
-    from ingest.server.embedded import server_record, write_record
-
     server.start()  # dies with this process (parent-death signal)
-    watcher = client(with_credentials(server.uri, creds), max_pool_size=1, socket_timeout_ms=5000,
+    watcher = mongo_client(with_credentials(server.uri, creds), max_pool_size=1, socket_timeout_ms=5000,
                      serverMonitoringMode="poll",
                      heartbeatFrequencyMS=_HEARTBEAT_MS, appname="sci-ingest-keeper")
     activity = _Activity(watcher)
@@ -292,18 +235,16 @@ def _serve(home: Path, server, creds: dict | None, idle_s: float) -> _Activity:
     return activity
 
 
-def _watch(home: Path, server, activity: _Activity) -> int:
+def _watch(home: Path, server: EmbeddedServer, activity: _Activity) -> int:
     """Every second: stop when the record says so and no client was seen for its idle timeout."""
-    from ingest.server.embedded import _recorded
-
-    use = _lock_fd(home, USE_LOCK)
+    use = lock_fd(home, USE_LOCK)
     last = time.monotonic()
     while True:
         code = server.process.poll()
         if code is not None:
             _say(f"the server exited with code {code}")
             return 1
-        record = _recorded(home)
+        record = recorded(home)
         if not _ours(record):
             _say("its record is gone or names another server: stopping the server")
             return 0
@@ -350,9 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     server = None
     try:
-        from ingest.server.access import load_credentials
-        from ingest.server.embedded import EmbeddedServer
-
         try:
             creds = load_credentials(args.home)
             server = EmbeddedServer(args.home / "db", auth=creds is not None)
