@@ -13,9 +13,11 @@ document per suite in ``validation_runs``::
 One module per reason to change:
 
 * :mod:`~analytics.validation.suites` — the suite format: :class:`SuiteSpec`,
-  parsing and checking the files (pure: no pandas, Great Expectations or pymongo);
-* :mod:`~analytics.validation.frames` — documents to rows to a pandas frame, and
-  reading a suite's documents from MongoDB;
+  parsing and checking the files, documents to rows (pure: no pandas, Great
+  Expectations or pymongo);
+* :mod:`~analytics.validation.frames` — rows to a pandas frame;
+* :mod:`~analytics.validation.stream` — reading a suite's documents from MongoDB
+  in chunks and checking each;
 * :mod:`~analytics.validation.gx` — the only module that imports Great
   Expectations, and only when a suite has data to check (importing it takes seconds);
 * :mod:`~analytics.validation.results` — :class:`SuiteResult`,

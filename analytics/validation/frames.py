@@ -1,50 +1,22 @@
-"""Documents to rows to a pandas frame, by a suite's rules.
+"""Documents to a pandas frame, by a suite's rules.
 
 The rules (``fields``, ``unwind``, ``numeric``, ``derived``) are those of the
-suite format, :mod:`analytics.validation.suites`.  Paths are read as
-:func:`ingest.schema.get_path` reads them (the project's one dotted-path
-reader; a plain field name takes a shortcut).  pandas is imported only when a
-frame is built.  Reading the documents is :mod:`analytics.validation.stream`'s
-business.
+suite format, :mod:`analytics.validation.suites`, which also makes the rows
+(:func:`analytics.validation.suites.document_rows`); here they become a frame,
+the numeric columns converted.  pandas is imported only when a frame is built.
+Reading the documents is :mod:`analytics.validation.stream`'s business.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from ingest.schema import path_getter
-from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec
+from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec, document_rows
 
-__all__ = ["document_rows", "build_frame", "short_repr"]
+__all__ = ["build_frame", "short_repr"]
 
 _REPR_LIMIT = 120
-
-
-def document_rows(spec: SuiteSpec, documents: Iterable[dict]) -> Iterator[list]:
-    """One list of raw field values per row, in ``spec.fields`` order (unwinding if asked)."""
-    if not spec.unwind:
-        getters = [path_getter(path) for path in spec.fields]
-        for doc in documents:
-            yield [get(doc) for get in getters]
-        return
-    prefix = spec.unwind + "."
-    unwound = path_getter(spec.unwind)
-    # per field: (read from the element?, getter); the array itself is read as the element
-    plan = [(True, (lambda e: e)) if path == spec.unwind
-            else (True, path_getter(path[len(prefix):])) if path.startswith(prefix)
-            else (False, path_getter(path)) for path in spec.fields]
-    for doc in documents:
-        array = unwound(doc)
-        if isinstance(array, list):
-            elements = array or [None]
-        elif array is None:
-            elements = [None]
-        else:  # a lone value counts as a one-element array, as in $unwind
-            elements = [array]
-        outer = [None if inner else get(doc) for inner, get in plan]
-        for element in elements:
-            yield [get(element) if inner else value for (inner, get), value in zip(plan, outer)]
 
 
 def short_repr(value: Any) -> str:

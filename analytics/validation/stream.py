@@ -35,6 +35,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from analytics.validation.frames import build_frame
+from analytics.validation.gx import GreatExpectations
 from analytics.validation.suites import SuiteSpec
 
 __all__ = ["raw_chunks", "check_chunk", "ChunkResult", "Accumulator", "engine", "QUEUED_CHUNKS", "DEFAULT_CHUNK_ROWS",
@@ -130,8 +132,6 @@ def engine():
     """This process's Great Expectations context, made once (importing it takes seconds)."""
     global _ENGINE
     if _ENGINE is None:
-        from analytics.validation.gx import GreatExpectations
-
         _ENGINE = GreatExpectations()
     return _ENGINE
 
@@ -139,8 +139,6 @@ def engine():
 def check_chunk(spec: SuiteSpec, raw: bytes, sample_size: int, max_rows: int | None = None) -> ChunkResult:
     """Decode one raw chunk, build the suite's rows and check them (runs on a Dask worker, or here)."""
     import bson
-
-    from analytics.validation.frames import build_frame
 
     docs = bson.decode_all(raw)
     frame, truncated = build_frame(spec, docs, max_rows)

@@ -19,12 +19,15 @@ and lists expectations in Great Expectations 1.x form::
       ]
     }
 
-How documents become rows (done by :mod:`analytics.validation.frames`):
+How documents become rows (:func:`document_rows` here; the frame of them,
+:mod:`analytics.validation.frames`):
 
 * ``filter`` (optional) is a MongoDB query selecting the documents to check
   (default: all), e.g. only the per-material documents of ``materials``.
 * ``fields`` are dotted paths; only they are fetched (a MongoDB projection) and
-  each becomes one column named by its path.  A path that a document lacks gives
+  each becomes one column named by its path.  Paths are read as
+  :func:`ingest.schema.get_path` reads them (the project's one dotted-path reader;
+  a plain field name takes a shortcut).  A path that a document lacks gives
   a null (fields a program does not print are absent, not 0), so a column of a
   field that no document has still exists, filled with nulls.
 * ``unwind`` (optional) names an array field: each element becomes one row and
@@ -55,11 +58,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ingest.schema import projection_for
+from ingest.config import SCHEMAS_DIR
+from ingest.schema import path_getter, projection_for
 from ingest.errors import ConfigError
 
 __all__ = [
-    "SuiteSpec", "load_suites", "default_suites_dir", "referenced_columns",
+    "SuiteSpec", "load_suites", "default_suites_dir", "referenced_columns", "document_rows",
     "COLUMN_KWARGS", "COLUMN_LIST_KWARGS", "NON_NUMERIC_SUFFIX",
 ]
 
@@ -74,8 +78,6 @@ NON_NUMERIC_SUFFIX = ":non_numeric"
 
 
 def default_suites_dir() -> Path:
-    from ingest.config import SCHEMAS_DIR
-
     return SCHEMAS_DIR / "expectations"
 
 
@@ -124,13 +126,35 @@ class SuiteSpec:
         return [dict(e) for e in self.expectations] + generated
 
     def rows(self, documents: Iterable[dict]) -> Iterator[list]:
-        """One list of raw field values per row, in ``fields`` order (unwinding if asked).
-
-        See :func:`analytics.validation.frames.document_rows`.
-        """
-        from analytics.validation.frames import document_rows
-
+        """One list of raw field values per row, in ``fields`` order (unwinding if asked):
+        :func:`document_rows`."""
         return document_rows(self, documents)
+
+
+def document_rows(spec: SuiteSpec, documents: Iterable[dict]) -> Iterator[list]:
+    """One list of raw field values per row, in ``spec.fields`` order (unwinding if asked)."""
+    if not spec.unwind:
+        getters = [path_getter(path) for path in spec.fields]
+        for doc in documents:
+            yield [get(doc) for get in getters]
+        return
+    prefix = spec.unwind + "."
+    unwound = path_getter(spec.unwind)
+    # per field: (read from the element?, getter); the array itself is read as the element
+    plan = [(True, (lambda e: e)) if path == spec.unwind
+            else (True, path_getter(path[len(prefix):])) if path.startswith(prefix)
+            else (False, path_getter(path)) for path in spec.fields]
+    for doc in documents:
+        array = unwound(doc)
+        if isinstance(array, list):
+            elements = array or [None]
+        elif array is None:
+            elements = [None]
+        else:  # a lone value counts as a one-element array, as in $unwind
+            elements = [array]
+        outer = [None if inner else get(doc) for inner, get in plan]
+        for element in elements:
+            yield [get(element) if inner else value for (inner, get), value in zip(plan, outer)]
 
 
 def referenced_columns(kwargs: dict) -> list[str]:
