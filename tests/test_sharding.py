@@ -16,8 +16,8 @@ from pymongo import monitoring
 
 from ingest.store.catalog import HITS, MATERIALS, SHARD_KEYS
 from ingest.errors import SciIngestError
-from ingest.store.mongo import replace_documents
-from ingest.sharding.collections import (KEYS, ClusterState, CollectionState, hashed_split_points, key_filter, plan_commands,
+from ingest.store.mongo import key_filter, replace_documents
+from ingest.sharding.collections import (KEYS, ClusterState, CollectionState, hashed_split_points, plan_commands,
                              run_commands, shard)
 
 BIN = Path(sys.executable).parent / "sci-ingest"

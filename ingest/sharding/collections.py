@@ -12,7 +12,8 @@ collection is therefore sharded on a **hashed** key (:data:`KEYS`):
   id (a material, a task, a search), and their ids arrive in order.
 
 A write that upserts into a sharded collection must name the full shard key
-in its filter: :func:`key_filter` builds it (``_id`` plus the key field).
+in its filter: :func:`ingest.store.mongo.key_filter` builds it (``_id`` plus the key
+field; named here too, for the loader).
 
 :func:`inspect` reads what a cluster is (through ``mongos``: version, shards,
 each collection's state and zones); :func:`plan_commands` turns that into the
@@ -35,6 +36,7 @@ from typing import Any
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
 from ingest.sharding.hashkey import INT64_MAX
+from ingest.store.mongo import db_errors, describe, key_filter
 
 __all__ = ["KEYS", "key_filter", "ClusterState", "CollectionState", "Command", "inspect", "plan_commands",
            "run_commands", "shard", "ShardOutcome", "hashed_split_points", "chunks_per_shard"]
@@ -48,16 +50,6 @@ WHY = {
     TASKS: "read by task id; new ids arrive in order, the hash spreads them",
 }
 KEYS: dict[str, tuple[str, str]] = {coll: (key, WHY[coll]) for coll, key in SHARD_KEYS.items()}
-
-
-
-def key_filter(collection: str, doc: dict) -> dict:
-    """The filter that upserts ``doc`` on a sharded ``collection``: ``_id`` and the full shard key."""
-    query = {"_id": doc["_id"]}
-    key = SHARD_KEYS.get(collection)
-    if key and key != "_id":
-        query[key] = doc.get(key)
-    return query
 
 
 def version_tuple(text: str) -> tuple[int, int]:
@@ -123,8 +115,6 @@ def inspect(client, db_name: str, *, version: str | None = None, shards: int | N
     that of a new cluster: ``shards`` shards, empty collections, the server's
     MongoDB version unless ``version`` is given.
     """
-    from ingest.store.mongo import db_errors, describe
-
     info = describe(client)
     state = ClusterState(kind="mongos" if info.sharding else info.label(), version=version_tuple(version or info.version),
                          version_text=version or info.version, shards=[])
@@ -217,8 +207,6 @@ def _split_words(found: CollectionState, state: ClusterState) -> str:
 
 def run_commands(client, commands: list[Command]) -> list[dict]:
     """Send ``commands`` in order; the replies.  A refusal raises (through :func:`ingest.store.mongo.db_errors`)."""
-    from ingest.store.mongo import db_errors
-
     replies = []
     for command in commands:
         name = next(iter(command.document))

@@ -32,6 +32,11 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ingest.errors import DatabaseError, ServerUnavailable
+from ingest.sharding.collections import chunks_per_shard, hashed_split_points
+from ingest.sharding.hashkey import hash64
+from ingest.store.mongo import db_errors
+
 __all__ = ["KeySample", "Placement", "read_keys", "generated_keys", "hashed_placement", "ranged_placement",
            "plan_collection", "sort_key", "DEFAULT_CHUNK_BYTES", "LAST_SHARE"]
 
@@ -102,9 +107,6 @@ def read_keys(db, collection: str, key_field: str) -> KeySample:
     documents are read and measured here.  A document without the field has
     the key null, as MongoDB places it.
     """
-    from ingest.errors import DatabaseError, ServerUnavailable
-    from ingest.store.mongo import db_errors
-
     keys: list = []
     sizes: list[int] = []
     try:
@@ -168,9 +170,6 @@ def _last_share(shard_of_insert: list[int], shards: int) -> tuple[float, int]:
 
 
 def hashed_placement(sample: KeySample, shards: int, version: tuple[int, int] = (8, 0)) -> Placement:
-    from ingest.sharding.hashkey import hash64
-    from ingest.sharding.collections import chunks_per_shard, hashed_split_points
-
     per = chunks_per_shard(version)
     points = hashed_split_points(per * shards)
     docs, nbytes, arrival = [0] * shards, [0] * shards, []

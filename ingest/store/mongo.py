@@ -20,7 +20,9 @@ touches pymongo's client class and its exceptions:
   and jitter (tenacity) within a time budget, and counts the retries;
   :func:`is_transient` says which errors those are.
 * :func:`insert_new`, :func:`replace_documents` and :func:`conditional_writes` are the
-  bulk writes the loader needs, with duplicate keys reported rather than raised.
+  bulk writes the loader needs, with duplicate keys reported rather than raised;
+  :func:`key_filter` is the filter of an upsert, which a sharded collection wants
+  with its full shard key.
 * :func:`describe`, :func:`ensure_indexes` and :func:`ensure_hashed_indexes`
   describe and prepare a server; the collections, indexes and shard keys
   themselves are named in :mod:`ingest.store.catalog`, and sharding a cluster is
@@ -60,7 +62,7 @@ from ingest.server.secrets import redact_uri, remember
 __all__ = [
     "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
     "describe", "ensure_indexes", "ensure_hashed_indexes",
-    "insert_new", "replace_documents", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
+    "insert_new", "replace_documents", "key_filter", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
     "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes", "compressed_bson",
     "default_timeout_ms",
 ]
@@ -445,13 +447,21 @@ def _not_storable(docs: list[dict], exc: Exception) -> str:
     return f"a document cannot be stored: {exc}"
 
 
+def key_filter(collection: str, doc: dict) -> dict:
+    """The filter that upserts ``doc`` on a sharded ``collection``: ``_id`` and the full shard key
+    (:data:`ingest.store.catalog.SHARD_KEYS`)."""
+    query = {"_id": doc["_id"]}
+    key = SHARD_KEYS.get(collection)
+    if key and key != "_id":
+        query[key] = doc.get(key)
+    return query
+
+
 def replace_documents(collection, docs: list[dict]) -> tuple[int, int, int]:
     """Replace each document by ``_id`` and shard key (inserting it if absent); (inserted, modified, unchanged).
 
     Errors propagate as the driver raised them (call it through :class:`Retry`).
     """
-    from ingest.sharding.collections import key_filter
-
     try:  # the filter names the full shard key: a sharded collection refuses an upsert without it
         result = collection.bulk_write(
             [pymongo.ReplaceOne(key_filter(collection.name, d), d, upsert=True) for d in docs], ordered=True)
