@@ -155,3 +155,28 @@ def test_every_relative_link_resolves(page):
         elif fragment and target.suffix == ".md" and fragment not in anchors(target):
             broken.append(f"{link}: no heading #{fragment} in {target.relative_to(REPO)}")
     assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
+
+
+# ------------------------------------------------------------------ the code map
+def code_map_rows(readme: str) -> list[str]:
+    """The folders of the README's code map, one per row."""
+    return re.findall(r"^\| `([\w./-]+/)` \|", section(readme, "Code map"), re.M)
+
+
+def test_the_code_map_has_a_row_per_folder_and_states_the_layering():
+    body = section(README.read_text(), "Code map")
+    assert re.search(r"\*\*Layering: `ingest` knows nothing of `analytics`; .*\*\*", body, re.S), \
+        "the code map opens with its layering in one sentence"
+    assert "tests/test_layering.py" in body, "the code map names the test that holds the code to its layering"
+    rows = code_map_rows(README.read_text())
+    packages = sorted(f"{p.parent.relative_to(REPO)}/" for top in ("ingest", "analytics")
+                      for p in (REPO / top).glob("**/__init__.py")
+                      if "experiments" not in p.parts and "pasta" not in p.parts)
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    tops = sorted({f"{path.split('/')[0]}/" for path in tracked if "/" in path and not path.startswith(".")})
+    assert tops, "git ls-files listed nothing"
+    missing = sorted((set(packages) | set(tops)) - set(rows))
+    extra = sorted(r for r in rows if not (REPO / r).is_dir())
+    assert not missing, f"folders without a row in the code map: {missing}"
+    assert not extra, f"code-map rows for folders that do not exist: {extra}"
+    assert len(rows) == len(set(rows)), rows
