@@ -12,17 +12,11 @@ from __future__ import annotations
 import argparse
 
 from ingest.cli.common import cmd_run
-from ingest.fileio import stderr_line
+from ingest.errors import Exit, UsageError
 from ingest.report import dumps, table
 from analytics.registry import UnknownAnalysis, all_analyses, select_analyses
 
 __all__ = ["register", "cmd_analyze", "cmd_validate", "cmd_report", "cmd_bench"]
-
-EXIT_REPORT = ("\nexit codes:\n  0  written (its path on stdout)\n"
-               "  1  no run recorded, or the database or the output folder failed (one line on stderr)\n"
-               "  2  an unknown --run id, or a bad --runs\n")
-EXIT_BENCH = ("\nexit codes:\n  0  done\n  1  fatal error (the database, the server, an experiment failed)\n"
-              "  2  an unknown experiment name (the known ones are listed)\n")
 
 
 def cmd_analyze(args) -> int:
@@ -31,8 +25,7 @@ def cmd_analyze(args) -> int:
     try:
         select_analyses(args.names)  # before any server or cluster starts
     except UnknownAnalysis as exc:
-        stderr_line(f"error: {exc}")
-        return 2
+        raise UsageError(str(exc)) from exc
     return cmd_run(args, steps=("analyze",), analyses=args.names or None)
 
 
@@ -43,7 +36,7 @@ def _list_analyses(analyses, as_json: bool) -> int:
     else:
         print(table(rows, [("name", "analysis"), ("source", "source"), ("output", "output collection"),
                            ("parquet", "parquet file"), ("description", "what it computes")], left=5))
-    return 0
+    return Exit.OK
 
 
 def cmd_validate(args) -> int:
@@ -51,13 +44,13 @@ def cmd_validate(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analytics.report.cli import cmd_report  # lazy: see the module's docstring
+    from analytics.report.cli import cmd_report  # noqa: PLC0415 - lazy: pymongo and matplotlib (seconds); --help and query must not pay them
 
     return cmd_report(args)
 
 
 def cmd_bench(args) -> int:
-    from analytics.bench.cli import cmd_bench  # lazy: see the module's docstring
+    from analytics.bench.cli import cmd_bench  # noqa: PLC0415 - lazy: pymongo, matplotlib and Dask (seconds); --help and query must not pay them
 
     return cmd_bench(args)
 
@@ -68,7 +61,8 @@ def register(add, common) -> None:
             "  sci-ingest analyze best_hits\n  sci-ingest analyze --list\n"
             "  sci-ingest analyze --changed         only what the files loaded since the last analysis changed\n"
             "  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n"
-            "\nan unknown analysis name exits 2 and lists the known ones\n")
+            "\nan unknown analysis name exits 64 and lists the known ones\n",
+            here={Exit.USAGE: "an unknown analysis name (the known ones are listed)"})
     p.add_argument("names", nargs="*", metavar="NAME", help="analyses to run (default: all; see --list)")
     p.add_argument("--list", action="store_true", help="list the analyses with their source and output, run nothing")
     p.add_argument("--changed", action="store_true",
@@ -77,7 +71,8 @@ def register(add, common) -> None:
     p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
 
     add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",
-        "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n")
+        "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n",
+        here={Exit.FATAL: "a critical expectation failed (named on stderr), or the database failed"})
 
     p = add("report", cmd_report, "a run on one self-contained HTML page: stages, throughput, collections, "
             "validation, a plot per analysis",
@@ -86,7 +81,10 @@ def register(add, common) -> None:
             "  MONGODB_URI=mongodb://db:27017/ sci-ingest report --runs 30\n"
             "\nThe page (OUT/index.html, OUT: --out, default <home>/out/report) needs nothing but itself:\n"
             "no script, no font, no CDN; the plots are PNG images inside it.\n",
-            exit_codes=EXIT_REPORT)  # fmt: skip
+            json="print {run_id, path} as one JSON object on stdout instead of the page's path",
+            here={Exit.FATAL: "no run is recorded yet (`sci-ingest run` makes one), or the database or the output "
+                              "folder failed",
+                  Exit.USAGE: "--run names a run that is not recorded, or --runs is below 1"})  # fmt: skip
     p.add_argument("--run", help="run id (default: the most recent run that loaded, analyzed or validated)")
     p.add_argument("--out", metavar="DIR", help="folder for index.html (default: <home>/out/report)")
     p.add_argument("--runs", type=int, default=10, metavar="N",
@@ -97,8 +95,14 @@ def register(add, common) -> None:
             "scaled down, under 2 minutes\n  sci-ingest bench ycsb --full --mongo-uri mongodb://db:27017\n"
             "  sci-ingest bench all --quick\n  sci-ingest bench report            an offline HTML page of every run\n"
             "\nEach run is stored in bench_runs and written as OUT/NAME/RUN_ID.{json,csv,png} (OUT: --out, default\n"
-            "<home>/bench).  Each run uses a database of its own (<db>_bench_<id>), dropped at its end.\n",
-            exit_codes=EXIT_BENCH)  # fmt: skip
+            "<home>/bench).  Each run uses a database of its own (<db>_bench_<id>), dropped at its end.\n"
+            "\n--json: `bench list` prints {experiments: [...]}, `bench report` {path}, a run its stored document;\n"
+            "`bench all` one such document a line (JSON Lines).\n",
+            json="print JSON on stdout instead of tables (see below)",
+            quiet="no progress messages on stderr",
+            here={Exit.FATAL: "the database or the server failed, or an experiment failed (`bench all`: the others "
+                              "still ran)",
+                  Exit.USAGE: "an unknown experiment name (the known ones are listed)"})  # fmt: skip
     p.add_argument("target", metavar="NAME|list|all|report", help="an experiment (see `bench list`), or list/all/report")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="size", action="store_const", const="quick",

@@ -18,7 +18,7 @@ For each round (default 3), each scale and each stage -- every declared analysis
 read takes under 2 s is measured ``--short-repeats`` times per round, default 3: such short
 reads scatter too much for a median of three):
 
-* **the stage**: ``sci-ingest analyze NAME`` / ``sci-ingest validate`` with ``--json -q
+* **the stage**: ``sci-ingest analyze NAME`` / ``sci-ingest validate`` with ``--json
   --mongo-uri URI --db DB`` in a subprocess; its own stage time (the ``analyze.NAME`` or
   ``validate`` row of its JSON: from asking the server how to read to the output published,
   without the interpreter's and the Dask cluster's start-up), the read plan it chose, and
@@ -109,7 +109,7 @@ def measure_bare(uri: str, db_name: str, stage: str) -> dict:
 # ------------------------------------------------------------------ the stage
 def measure_stage(uri: str, db_name: str, stage: str, server_pid: int | None, env: dict) -> dict:
     cmd = ["validate"] if stage == "validate" else ["analyze", stage]
-    argv = [*CLI, *cmd, "--json", "-q", "--mongo-uri", uri, "--db", db_name]
+    argv = [*CLI, *cmd, "--json", "--mongo-uri", uri, "--db", db_name]  # no -q: they show no progress
     out = _run(argv, server_pid, env)
     report = out.pop("json") or {}
     name = "validate" if stage == "validate" else f"analyze.{stage}"

@@ -107,7 +107,7 @@ def export_function(coll, out: Path) -> float:
 def export_command(uri: str, out: Path) -> float:
     env = {**os.environ, "MONGODB_URI": uri}
     started = time.perf_counter()
-    subprocess.run([str(BIN), "export", "hits", "--db", DB, "--format", "parquet", "--out", str(out), "-q"],
+    subprocess.run([str(BIN), "export", "hits", "--db", DB, "--format", "parquet", "--out", str(out)],
                    check=True, env=env, capture_output=True)
     return time.perf_counter() - started
 
@@ -139,7 +139,7 @@ def child(mode: str, uri: str, out: str) -> None:
 
         os.environ["MONGODB_URI"] = uri
         started = time.perf_counter()
-        code = cli_main(["export", "hits", "--db", DB, "--format", "parquet", "--out", out, "-q"])
+        code = cli_main(["export", "hits", "--db", DB, "--format", "parquet", "--out", out])
         assert code == 0
         print(json.dumps({"seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb()}))
         return

@@ -14,12 +14,43 @@ Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
     │   ├── UnknownFormat      no registered format recognises the file
     │   └── ParseError         a parser met malformed input (file, line, reason)
     ├── AnalysisError          an analysis stage failed
-    └── ValidationFailed       a critical expectation failed
+    ├── ValidationFailed       a critical expectation failed
+    └── UsageError             the command line is wrong: a bad value, or a name that does not exist
+
+It also holds the one table of exit codes (:class:`Exit`): every command of ``sci-ingest`` exits
+with one of them, the pipeline's run report carries one, and every ``--help`` prints the table.
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from ingest.fileio import printable
+
+
+class Exit(IntEnum):
+    """The exit codes of every ``sci-ingest`` command; :data:`EXIT_MEANINGS` says what each means."""
+
+    OK = 0
+    FATAL = 1
+    PARTIAL = 2
+    NOT_RUNNING = 3
+    USAGE = 64  # sysexits.h's EX_USAGE
+    INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+#: What each exit code means, for every command (``--help`` prints them, see :mod:`ingest.cli.options`).
+EXIT_MEANINGS = {
+    Exit.OK: "done",
+    Exit.FATAL: "fatal: the database, the server, the configuration or a critical expectation failed, "
+                "or there was nothing to work on (one line on stderr)",
+    Exit.PARTIAL: "some inputs (files, records, documents) failed or were set aside, each named on stderr; "
+                  "the rest was done",
+    Exit.NOT_RUNNING: "no server runs (`server status`)",
+    Exit.USAGE: "usage: a bad option or value, or a name that does not exist (an analysis, an experiment, "
+                "a collection, a field, a run); nothing was done",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM); the same command resumes",
+}
 
 
 class SciIngestError(Exception):
@@ -31,7 +62,7 @@ class SciIngestError(Exception):
 
     def __init__(self, *args):
         if args and isinstance(args[0], str):
-            from ingest.server.secrets import scrub
+            from ingest.server.secrets import scrub  # noqa: PLC0415 - lazy: 2 modules (0.8 ms) every start (parse, --help) would pay; only an error needs them
 
             args = (scrub(args[0]), *args[1:])
         super().__init__(*args)
@@ -100,3 +131,8 @@ class ValidationFailed(SciIngestError):
     def __init__(self, message: str, failures: list[dict] | None = None):
         self.failures = failures or []
         super().__init__(message)
+
+
+class UsageError(SciIngestError):
+    """The command line is wrong, as found before any work: a bad option value, or a name that
+    does not exist (``sci-ingest`` exits :attr:`Exit.USAGE`, 64)."""

@@ -53,7 +53,7 @@ def test_both_are_registered(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ingest.cli.main", "bench", "list", "--json"], capture_output=True,
                           text=True, cwd=REPO, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["experiments"]}
     assert rows["workers"]["figures"] == "SS-F5.1, SS-F4.1"
     assert rows["checkpoint"]["figures"] == "MH-F2, MH-F3"
 

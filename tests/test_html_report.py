@@ -273,8 +273,8 @@ def test_an_older_run_by_id_and_the_errors(reported, tmp_path):
     assert re.findall(r'<tr[^>]*><td class="l">([^<]*)</td>', rows) == _stages(reported.db, first)
     assert "This run did not validate" in text and text.count("This run did not run this analysis") >= 2
     assert "Throughput per stage (last 1 run(s))" in text  # only runs up to this one
-    # an unknown run: exit 2; a bad --runs: exit 2; a database without runs: exit 1; one line each
-    for args, code, words in ((["--run", "run-nope"], 2, "no run 'run-nope'"), (["--runs", "0"], 2, "--runs"),):
+    # an unknown run: exit 64; a bad --runs: exit 64 (usage errors); a database without runs: exit 1; one line each
+    for args, code, words in ((["--run", "run-nope"], 64, "no run 'run-nope'"), (["--runs", "0"], 64, "--runs"),):
         proc = _cli(reported.env, "report", *args, "--out", tmp_path / "x")
         assert proc.returncode == code and len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
         assert proc.stderr.startswith("error: ") and words in proc.stderr, proc.stderr

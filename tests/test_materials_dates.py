@@ -478,7 +478,7 @@ def test_query_materials_by_last_updated(mongo_uri, loaded, tmp_path):
     assert all(parse_iso(r["last_updated"]) == dates[r["material_id"]] for r in rows)
     assert all(r["last_updated"].endswith("Z") for r in rows)
     bad = _cli(mongo_uri, db.name, "query", "materials", "--where", 'last_updated >= "last week"', cwd=tmp_path)
-    assert bad.returncode == 2 and "last_updated holds dates" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    assert bad.returncode == 64 and "last_updated holds dates" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
 
 def test_export_tasks_to_parquet_has_timestamp_columns(mongo_uri, loaded, tmp_path):

@@ -98,7 +98,7 @@ def test_acceptance_query_prints_exactly_the_matching_rows(mongo_uri, samples):
 ])
 def test_a_raw_filter_reaching_javascript_is_refused(mongo_uri, samples, raw, operator):
     proc = cli(mongo_uri, samples, "query", "hits", "--filter", raw)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 64, proc.stderr  # a usage error
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --filter: operator " + operator), proc.stderr
     assert "refused" in lines[0] and proc.stdout == ""
@@ -135,9 +135,9 @@ def test_parser_errors_name_the_column(text, column, words):
     assert info.value.column == column and words in str(info.value), str(info.value)
 
 
-def test_a_bad_expression_exits_2_with_one_line_naming_the_column(mongo_uri, samples):
+def test_a_bad_expression_exits_64_with_one_line_naming_the_column(mongo_uri, samples):
     proc = cli(mongo_uri, samples, "query", "hits", "--where", "evalue < 1e-20 and identiti > 0.9")
-    assert proc.returncode == 2
+    assert proc.returncode == 64
     assert proc.stderr.strip().splitlines() == [
         "error: --where column 20: unknown field: hits has no field 'identiti'; did you mean identity?: "
         "evalue < 1e-20 and >>>identiti > 0.9"]
@@ -150,7 +150,7 @@ def test_a_bad_expression_exits_2_with_one_line_naming_the_column(mongo_uri, sam
 ])
 def test_a_lone_surrogate_is_refused_before_it_reaches_the_server(mongo_uri, samples, argv, message):
     proc = cli(mongo_uri, samples, "query", "hits", *argv)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.returncode == 64 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert message in proc.stderr
 
 

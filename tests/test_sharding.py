@@ -157,14 +157,14 @@ def _cli(mongo_uri, db_name, *args):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_shard_on_the_embedded_server_exits_2_and_sends_nothing(mongo_uri, db, mongo_client):
+def test_shard_on_the_embedded_server_exits_1_and_sends_nothing(mongo_uri, db, mongo_client):
     from ingest.store.mongo import describe
 
     if describe(mongo_client).sharding:
         pytest.skip("SCI_INGEST_TEST_URI is a mongos: this test is about a server that is not")
     db.materials.insert_one({"_id": "mp-1"})
     out = _cli(mongo_uri, db.name)
-    assert out.returncode == 2 and out.stdout == ""
+    assert out.returncode == 1 and out.stdout == ""  # nothing was done: fatal, not partial (2)
     assert "mongos" in out.stderr and "nothing was sent" in out.stderr and len(out.stderr.splitlines()) == 1
     assert list(db.materials.index_information()) == ["_id_"]
     with pytest.raises(SciIngestError, match="mongos"):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ingest.cli.common import settings_from
-from ingest.errors import SciIngestError
+from ingest.errors import Exit, SciIngestError, UsageError
 from ingest.report import dumps, table
 from analytics.bench import UnknownExperiment, all_experiments, get_experiment
 from analytics.bench.output import comparison_table, points_table
@@ -22,6 +22,7 @@ from analytics.bench.report import write_report
 from analytics.bench.runner import run_experiment
 
 __all__ = ["cmd_bench"]
+
 
 def _log(quiet: bool):
     def log(message: str) -> None:
@@ -35,11 +36,11 @@ def _list(as_json: bool) -> int:
     rows = [{"name": e.name, "study": e.study, "figures": e.figures, "title": e.title,
              "quick": _sizes(e.sizes.get("quick", {})), "needs": e.needs or None} for e in all_experiments().values()]
     if as_json:
-        print(dumps(rows))
+        print(dumps({"experiments": rows}))
     else:
         print(table(rows, [("name", "experiment"), ("figures", "reproduces"), ("study", "study"),
                            ("title", "what it measures")], left=4))  # fmt: skip
-    return 0
+    return Exit.OK
 
 
 def _sizes(params: dict) -> str:
@@ -58,15 +59,14 @@ def cmd_bench(args) -> int:
     if target == "report":
         path = write_report(settings, _out_dir(args, settings), Path(args.html) if args.html else None,
                             log=_log(args.quiet))  # fmt: skip
-        print(path)
-        return 0
+        print(dumps({"path": str(path)}) if args.json else path)
+        return Exit.OK
     size = "full" if args.full else args.size or "quick"
     names = list(all_experiments()) if target == "all" else [target]
     try:
         experiments = [get_experiment(n) for n in names]
     except UnknownExperiment as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise UsageError(exc.args[0]) from exc
 
     failed = []
     for experiment in experiments:
@@ -79,8 +79,8 @@ def cmd_bench(args) -> int:
             print(f"error: {experiment.name}: {exc}", file=sys.stderr)
     if failed:
         print(f"error: {len(failed)} of {len(experiments)} experiments failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+        return Exit.FATAL
+    return Exit.OK
 
 
 def _run_one(experiment, size: str, settings, args) -> None:

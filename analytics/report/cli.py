@@ -9,24 +9,29 @@ Registered by :mod:`analytics.commands`.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ingest.cli.common import settings_from
+from ingest.cli.timings import NO_RUNS, unknown_run
+from ingest.errors import Exit, UsageError
+from ingest.fileio import stderr_line
 from ingest.report import dumps
-from analytics.report.html import UnknownRun, write_report
+from analytics.report.html import NoRun, UnknownRun, write_report
 
 __all__ = ["cmd_report"]
 
+
 def cmd_report(args) -> int:
+    """0 written; 1 no run recorded (said as ``timings`` says it); 64 an unknown --run, a bad --runs."""
     if args.runs < 1:
-        print(f"error: --runs must be at least 1, not {args.runs}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--runs must be at least 1, not {args.runs}")
     settings = settings_from(args)
     try:
         path, run_id = write_report(settings, args.run, Path(args.out) if args.out else None, args.runs)
     except UnknownRun as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(unknown_run(args.run)) from exc
+    except NoRun:
+        stderr_line(f"error: {NO_RUNS}")
+        return Exit.FATAL
     print(dumps({"run_id": run_id, "path": str(path)}) if args.json else path)
-    return 0
+    return Exit.OK

@@ -6,17 +6,19 @@ too).  What the parser needs is in :mod:`ingest.cli.options`.
 from __future__ import annotations
 
 from ingest.config import Settings, default_workers, parse_write_concern
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, UsageError
 from ingest.fileio import stderr_line
 from ingest.report import dumps, render_run
 
 __all__ = ["settings_from", "print_report", "load_options", "cmd_run"]
 
+
 def settings_from(args) -> Settings:
-    """The settings a command runs with: its options, then the environment."""
-    return Settings.from_env(mongo_uri=args.mongo_uri, db_name=args.db,
+    """The settings a command runs with: its options, then the environment (a command without
+    -q or --json has no progress to quiet, or prints no JSON)."""
+    return Settings.from_env(mongo_uri=getattr(args, "mongo_uri", None), db_name=getattr(args, "db", None),
                              dask_scheduler=getattr(args, "scheduler", None),
-                             progress=not args.quiet and not getattr(args, "json", False))
+                             progress=not getattr(args, "quiet", False) and not getattr(args, "json", False))
 
 
 def print_report(report, as_json: bool) -> int:
@@ -34,25 +36,29 @@ def load_options(args, settings):
     """The load's options from the command line (None for commands that do not load)."""
     if not hasattr(args, "workers"):
         return None
-    from ingest.load import LoadOptions  # lazy: ingest.load imports pymongo (0.3 s); `parse` must not pay it
+    from ingest.load import LoadOptions  # noqa: PLC0415 - lazy: ingest.load imports pymongo (0.3 s); --help must not pay it
 
     if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    try:
+        write_concern = parse_write_concern(args.write_concern) if args.write_concern else None
+    except ConfigError as exc:  # a --write-concern that does not parse: the command line is wrong
+        raise UsageError(f"--write-concern: {exc}") from exc
     return LoadOptions(
         workers=args.workers or default_workers(), force=args.force, dry_run=args.dry_run,
-        write_concern=parse_write_concern(args.write_concern) if args.write_concern else None,
+        write_concern=write_concern,
         retry_s=args.retry_for, keep_indexes=args.keep_indexes, progress=settings.progress,
         include_hidden=getattr(args, "include_hidden", False))
 
 
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
-    from ingest.pipeline import run  # lazy: the pipeline imports Dask and pymongo (about a second)
+    from ingest.pipeline import run  # noqa: PLC0415 - lazy: Dask and pymongo (about a second); --help must not pay them
 
     settings = settings_from(args)
     report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
                  load_options=load_options(args, settings), incremental=getattr(args, "changed", False),
                  log=stderr_line)
-    return print_report(report, args.json)
+    return print_report(report, getattr(args, "json", False))
 
 
 def cmd_load(args) -> int:

@@ -5,6 +5,13 @@
 adds its commands (``analyze``, ``validate``, ``report``, ``bench``) as a plugin
 (:mod:`ingest.plugins`), loaded only when the command line names none of ours.
 
+One contract for every command: it exits with a code of the one table (:class:`ingest.errors.Exit`,
+which every ``--help`` ends with, :func:`ingest.cli.options.exit_codes`); a command line that
+cannot be read, or that names what does not exist, exits 64 (:class:`Parser`,
+:class:`ingest.errors.UsageError`); ``--json`` only where a command prints results, ``-q`` only
+where it shows progress (``add``'s ``json`` and ``quiet``); a reader that closes the pipe early
+ends it quietly with 0.
+
 Start-up stays light: heavy packages (Dask, pandas, Great Expectations, Airflow) are imported
 only by the commands that need them, so ``sci-ingest parse`` costs no more than the parser.
 """
@@ -19,53 +26,67 @@ import threading
 
 from ingest import plugins
 from ingest.cli import query, shard
-from ingest.cli.options import EPILOG_MAIN, EXIT_CODES_RUN, HIDDEN_HELP, add_load_options
+from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
 from ingest.cli.parse import cmd_parse
-from ingest.errors import SciIngestError
+from ingest.errors import Exit, SciIngestError, UsageError
 from ingest.fileio import stderr_line
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["build_parser", "main", "run", "Parser"]
 
 #: The commands of ``ingest`` itself (any other loads the plugins).
 OWN_COMMANDS = frozenset({"run", "load", "timings", "server", "parse", "airflow", "hash", "shard", "shard-plan",
                           "query", "export", "indexes"})
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser of ``sci-ingest`` and of each of its commands: a command line it cannot read exits
+    :attr:`Exit.USAGE` (64), not argparse's 2, which means "some inputs failed" here."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+
+
 # The commands that talk to a server import pymongo (0.9 s of a cold start) when they run, never
 # when the parser is built: `sci-ingest parse` and every --help stay at the parser's cost.
 def cmd_run(args) -> int:
-    from ingest.cli.common import cmd_run  # lazy: the settings and the report, see above
+    from ingest.cli.common import cmd_run  # noqa: PLC0415 - lazy: the settings and the pipeline; --help and parse must not pay them
 
     return cmd_run(args)
 
 
 def cmd_load(args) -> int:
-    from ingest.cli.common import cmd_run  # lazy: see above
+    from ingest.cli.common import cmd_run  # noqa: PLC0415 - lazy: as cmd_run's
 
     return cmd_run(args, steps=("load",))
 
 
 def cmd_timings(args) -> int:
-    from ingest.cli.timings import cmd_timings  # lazy: pymongo, see above
+    from ingest.cli.timings import cmd_timings  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; --help and parse must not pay it
 
     return cmd_timings(args)
 
 
 def cmd_server(args) -> int:
-    from ingest.cli.server import cmd_server  # lazy: SecantusDB's process handling and pymongo, see above
+    from ingest.cli.server import cmd_server  # noqa: PLC0415 - lazy: SecantusDB's process handling (40 modules); --help and parse must not pay it
 
     return cmd_server(args)
 
 
-def build_parser(with_plugins: bool = True) -> argparse.ArgumentParser:
-    """The whole command line; ``with_plugins=False``: ``ingest``'s own commands only (no plugin loaded)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--mongo-uri", help="MongoDB URI (default: $MONGODB_URI, else the embedded SecantusDB)")
-    common.add_argument("--db", help="database name (default: $SCI_INGEST_DB or sci_ingest)")
-    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+def cmd_airflow(args) -> int:
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings; --help and parse must not pay them
+    from ingest.airflow.local import run_local  # noqa: PLC0415 - lazy: Airflow's own modules start in seconds
 
-    parser = argparse.ArgumentParser(
+    return run_local(settings_from(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def build_parser(with_plugins: bool = True) -> Parser:
+    """The whole command line; ``with_plugins=False``: ``ingest``'s own commands only (no plugin loaded)."""
+    database = Parser(add_help=False)  # the options of the commands that use a database
+    database.add_argument("--mongo-uri", help="MongoDB URI (default: $MONGODB_URI, else the embedded SecantusDB)")
+    database.add_argument("--db", help="database name (default: $SCI_INGEST_DB or sci_ingest)")
+
+    parser = Parser(
         prog="sci-ingest",
         description="Ingest FASTA-suite -m 10 searches and Materials-Project records into MongoDB, "
                     "analyze them with Dask, validate them with Great Expectations, and time every stage.",
@@ -73,15 +94,26 @@ def build_parser(with_plugins: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name, func, help_, epilog, parents=(common,), exit_codes=EXIT_CODES_RUN):
-        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog + exit_codes, parents=list(parents),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.set_defaults(func=func)
+    def add(name, func, help_, epilog, *, db=True, json=JSON_HELP, quiet=None, here=None, under=None):
+        """A command (``under``: a verb of a command's own subparsers): its ``--help`` ends with the
+        table of exit codes, then ``here`` ({code: what it means for this command}); ``db``: it has
+        --mongo-uri and --db; ``json``: the help of its --json (None: no --json, it prints no results
+        or prints JSON anyway); ``quiet``: the help of its -q (None: no -q, it shows no progress)."""
+        p = (under or sub).add_parser(name, help=help_, description=help_, epilog=epilog + exit_codes(here),
+                                      parents=[database] if db else [],
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        if json:
+            p.add_argument("--json", action="store_true", help=json)
+        if quiet:
+            p.add_argument("-q", "--quiet", action="store_true", help=quiet)
+        if func is not None:
+            p.set_defaults(func=func)
         return p
 
     p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
             "examples:\n  sci-ingest run\n  sci-ingest run data/searches/ data/materials.jsonl.gz --json\n"
-            "  sci-ingest run --workers 8 --write-concern w=majority,j=true /data/ssearch/\n")
+            "  sci-ingest run --workers 8 --write-concern w=majority,j=true /data/ssearch/\n",
+            quiet="no progress bars", here=_LOADING)
     p.add_argument("paths", nargs="*", help="files or directories (default: the bundled samples)")
     add_load_options(p)
 
@@ -93,48 +125,34 @@ def build_parser(with_plugins: bool = True) -> argparse.ArgumentParser:
             "\nInterrupted (Ctrl-C, a crash, a server restart)? Run the same command again: finished files\n"
             "are skipped, half-written ones are rolled back and loaded again, nothing is doubled.\n"
             "\nHidden files and directories (names starting with '.') found in a directory are not loaded:\n"
-            "each one holding data is named on stderr as `skipped: PATH: reason`; --include-hidden loads them.\n")
+            "each one holding data is named on stderr as `skipped: PATH: reason`; --include-hidden loads them.\n",
+            quiet="no progress bars", here=_LOADING)
     p.add_argument("paths", nargs="+", help="files or directories")
     add_load_options(p)
 
     if with_plugins:  # analyze, validate, report, bench: the analytics floor's commands
-        plugins.register_commands(add, common)
+        plugins.register_commands(add, database)
 
     p = add("timings", cmd_timings, "show the stage timings of a run (default: the last run that did work)",
             "examples:\n  sci-ingest timings\n  sci-ingest timings --list\n"
             "  sci-ingest timings --run run-20261121T200000Z-1a2b3c --files\n",
-            exit_codes="\nexit codes:\n  0  shown\n  1  no run recorded, an unknown run id, or the database failed\n")
+            here={Exit.FATAL: "no run is recorded yet (`sci-ingest run` makes one), or the database failed",
+                  Exit.USAGE: "--run names a run that is not recorded (`sci-ingest timings --list` lists them)"})
     p.add_argument("--run", help="run id (default: the most recent run that loaded, analyzed or validated)")
     p.add_argument("--last", action="store_true", help="the most recent run, even one that did nothing")
     p.add_argument("--list", action="store_true", help="list the recorded runs, newest first")
     p.add_argument("--files", action="store_true", help="one row per file and stage")
     p.add_argument("--workers", action="store_true", help="the load's files, documents and time per worker")
 
-    p = add("server", cmd_server, "start, stop or report the embedded SecantusDB server",
-            "examples:\n  sci-ingest server start\n  sci-ingest server start --auth\n"
-            "  sci-ingest server add-user alice --read-only\n  sci-ingest server status\n  sci-ingest server stop\n"
-            "\na command without a URI starts the home's server if none runs and leaves it running for the\n"
-            "next commands until $SCI_INGEST_SERVER_IDLE seconds (default 600) pass without a client\n"
-            "(0: a private server per command); `server start` keeps it running until `server stop`,\n"
-            "which stops either\n",
-            parents=(), exit_codes="\nexit codes:\n  0  done (status: the shared server runs and answers)\n"
-            "  1  error (status: a server process holds the data but does not answer, or is another\n"
-            "     command's private server)\n  3  status: no server runs\n")
-    p.add_argument("action", choices=["start", "stop", "status", "add-user"])
-    p.add_argument("name", nargs="?", help="add-user: the new user's name")
-    p.add_argument("--port", type=int, help="port for start (default: a free one)")
-    p.add_argument("--auth", action="store_true",
-                   help="start: require SCRAM authentication from now on (creates an administrator whose "
-                        "password is kept in <home>/credentials.json, 0600)")
-    p.add_argument("--read-only", action="store_true", help="add-user: the user may read, not write")
-    p.add_argument("--db", help="add-user: the database the user gets (default: $SCI_INGEST_DB or sci_ingest)")
+    _add_server(add)
 
     p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files to JSON Lines on stdout (no database)",
             "examples:\n  sci-ingest parse run1.m10 run2.m10.gz > queries.jsonl\n"
-            "  sci-ingest parse --no-sequences big.m10 | head -1\n  sci-ingest parse results/ > all.jsonl\n",
-            parents=(), exit_codes="\nexit codes:\n  0  every file parsed\n"
-            "  2  some files failed (each named on stderr as path:line: reason); the others were parsed\n"
-            "  1  fatal error\n")
+            "  sci-ingest parse --no-sequences big.m10 | head -1\n  sci-ingest parse results/ > all.jsonl\n"
+            "\nIts output is JSON already (one query a line): it has no --json.\n",
+            db=False, json=None,
+            here={Exit.PARTIAL: "some files failed (each named on stderr as path:line: reason); the others "
+                                "were parsed"})
     p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
     p.add_argument("--include-hidden", action="store_true", help=HIDDEN_HELP)
@@ -143,18 +161,59 @@ def build_parser(with_plugins: bool = True) -> argparse.ArgumentParser:
             "examples:\n  sci-ingest airflow                 UI at http://127.0.0.1:8080/ (user admin)\n"
             "  sci-ingest airflow --port 8795 --mongo-uri mongodb://db:27017/\n"
             "\nAIRFLOW_HOME is <home>/airflow; without a URI the embedded server is started once and given to\n"
-            "the tasks as the mongo_default connection.\n")
+            "the tasks as the mongo_default connection.\n",
+            json=None)
     p.add_argument("--port", type=int, default=8080, help="the UI's and API's port on 127.0.0.1 (default 8080)")
 
-    shard.register(add, common)
-    query.register(add, common)
+    shard.register(add, database)
+    query.register(add, database)
     return parser
 
 
+#: What exit 2 means for the commands that load.
+_LOADING = {Exit.PARTIAL: "some files failed (each named on stderr as path:line: reason); the others were loaded "
+                          "(`run`: and analyzed and validated)"}
+
+
+def _add_server(add) -> None:
+    """``server`` and its verbs, each with its own options and --help."""
+    p = add("server", None, "start, stop or report the embedded SecantusDB server; add users",
+            "examples:\n  sci-ingest server start\n  sci-ingest server start --auth\n"
+            "  sci-ingest server add-user alice --read-only\n  sci-ingest server status\n  sci-ingest server stop\n"
+            "\na command without a URI starts the home's server if none runs and leaves it running for the\n"
+            "next commands until $SCI_INGEST_SERVER_IDLE seconds (default 600) pass without a client\n"
+            "(0: a private server per command); `server start` keeps it running until `server stop`,\n"
+            "which stops either.  `sci-ingest server VERB --help` shows a verb's options.\n",
+            db=False, json=None)
+    verbs = p.add_subparsers(dest="action", required=True, metavar="VERB")
+    p = add("start", cmd_server, "start the home's server and keep it running until `server stop`",
+            "examples:\n  sci-ingest server start\n  sci-ingest server start --port 27555\n"
+            "  sci-ingest server start --auth\n  export MONGODB_URI=$(sci-ingest server start --json | jq -r .uri)\n"
+            "\nA server already running (a command's per-home server too) is kept and reported.\n",
+            db=False, under=verbs)
+    p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--auth", action="store_true",
+                   help="require SCRAM authentication from now on (creates an administrator whose password "
+                        "is kept in <home>/credentials.json, 0600)")
+    add("stop", cmd_server, "stop the home's server, whoever started it",
+        "examples:\n  sci-ingest server stop\n", db=False, under=verbs)
+    add("status", cmd_server, "whether the home's server runs and answers, and what kind it is",
+        "examples:\n  sci-ingest server status\n  sci-ingest server status --json\n", db=False, under=verbs,
+        here={Exit.FATAL: "a server process holds the data but does not answer, or is another command's "
+                          "private server",
+              Exit.NOT_RUNNING: "no server runs"})
+    p = add("add-user", cmd_server, "add a user to a server started with --auth",
+            "examples:\n  sci-ingest server add-user alice --read-only\n"
+            "  sci-ingest server add-user loader --db projects\n"
+            "\nThe user's password is written to <home>/users/NAME.json (0600), never printed.\n",
+            db=False, under=verbs)
+    p.add_argument("name", metavar="NAME", help="the new user's name")
+    p.add_argument("--read-only", action="store_true", help="the user may read, not write")
+    p.add_argument("--db", help="the database the user gets (default: $SCI_INGEST_DB or sci_ingest)")
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - lazy: 50 ms, only for --version
 
     try:
         return version("sci-ingest")
@@ -175,16 +234,6 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-
-
-def cmd_airflow(args) -> int:
-    from ingest.airflow.local import run_local  # lazy: Airflow's own modules start slowly
-
-    from ingest.cli.common import settings_from  # lazy: see above
-
-    return run_local(settings_from(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
-
-
 def _needs_plugins(argv: list[str]) -> bool:
     """Whether the command line asks for more than ``ingest``'s own commands (finding the plugins
     costs 40-140 ms of start-up, which ``sci-ingest parse`` must not pay)."""
@@ -198,19 +247,27 @@ def _stop_like_ctrl_c(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(with_plugins=_needs_plugins(argv)).parse_args(argv)
+    try:
+        args = build_parser(with_plugins=_needs_plugins(argv)).parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error (Parser.error): argparse has said all
+        return exc.code if isinstance(exc.code, int) else Exit.OK
+    except BrokenPipeError:  # `sci-ingest --help | head`
+        return Exit.OK
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     try:
         return args.func(args)
+    except UsageError as exc:
+        stderr_line(f"error: {exc}")
+        return Exit.USAGE
     except SciIngestError as exc:
         stderr_line(f"error: {exc}")
-        return 1
+        return Exit.FATAL
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+        return Exit.INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): it has what it wanted
+        return Exit.OK
 
 
 def run() -> None:

@@ -1,13 +1,46 @@
-"""What the parser of ``sci-ingest`` needs: the exit codes, shared help texts and options.
+"""What the parser of ``sci-ingest`` needs: the table of exit codes as ``--help`` prints it, shared
+help texts and options.
 
-Light on purpose (argparse alone): :mod:`ingest.cli.main` imports it at every start.
+Light on purpose (argparse, and the exit codes of :mod:`ingest.errors`): :mod:`ingest.cli.main`
+imports it at every start.
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 
-__all__ = ["EPILOG_MAIN", "EXIT_CODES_RUN", "add_load_options", "HIDDEN_HELP", "FORMATS"]
+from ingest.errors import EXIT_MEANINGS, Exit
+
+__all__ = ["EPILOG_MAIN", "EXIT_TABLE", "exit_codes", "JSON_HELP", "add_load_options", "HIDDEN_HELP", "FORMATS"]
+
+
+def _exit_table() -> str:
+    lines = ["exit codes (the same for every command):"]
+    for code in Exit:
+        lines += textwrap.wrap(EXIT_MEANINGS[code], width=96, initial_indent=f"  {code.value:<5}",
+                               subsequent_indent=" " * 7)
+    return "\n".join(lines) + "\n"
+
+
+#: The one table of exit codes (:class:`ingest.errors.Exit`), at the end of every ``--help``.
+EXIT_TABLE = _exit_table()
+
+
+def exit_codes(here: dict[Exit, str] | None = None) -> str:
+    """The end of a command's ``--help``: :data:`EXIT_TABLE`, then what some of its codes mean for
+    this command (``here``: one line each, codes of the table only)."""
+    text = "\n" + EXIT_TABLE
+    if here:
+        text += "for this command:\n"
+        for code, meaning in here.items():
+            text += "\n".join(textwrap.wrap(meaning, width=96, initial_indent=f"  {Exit(code).value:<5}",
+                                             subsequent_indent=" " * 7)) + "\n"
+    return text
+
+
+#: --json: its help, for the commands that print one JSON object.
+JSON_HELP = "print one JSON object on stdout instead of text"
 
 EPILOG_MAIN = """\
 examples:
@@ -19,17 +52,9 @@ examples:
   sci-ingest server start                keep an embedded server running (for Airflow)
   MONGODB_URI=mongodb://mongos:27017/ sci-ingest run     use a real MongoDB / sharded cluster
 
-exit codes: 0 success, 2 some inputs failed but the rest went in, 1 fatal error, 130 interrupted
-"""
-
-#: The exit codes of the commands that load, analyze or validate (shown in their --help).
-EXIT_CODES_RUN = """
-exit codes:
-  0    done
-  1    fatal: the database, the configuration or a critical expectation failed (one line on stderr)
-  2    some inputs failed (each named on stderr as path:line: reason); everything else was done
-  130  interrupted (Ctrl-C); the same command resumes
-"""
+`sci-ingest COMMAND --help` shows a command's options; `--json`, where a command has it, prints JSON
+on stdout; `-q`, where a command has it, quiets its progress bars or messages.
+""" + exit_codes()
 
 
 #: --include-hidden: its help (load, run, parse).

@@ -14,7 +14,7 @@ import orjson  # ~10x faster than json.dumps here: the encoding was a third of t
 
 from ingest import parsers
 from ingest.cli.options import FORMATS
-from ingest.errors import ParseError
+from ingest.errors import Exit, ParseError
 from ingest.fileio import open_binary, printable, stderr_line
 from ingest.inputs import find_inputs
 
@@ -81,7 +81,7 @@ def cmd_parse(args) -> int:
             failed += 1
             stderr_line(f"error: {printable(name)}: {exc.strerror or exc}")
     out.flush()
-    return 2 if failed else 0
+    return Exit.PARTIAL if failed else Exit.OK
 
 
 def _parse_inputs(paths: list[str], include_hidden: bool = False):

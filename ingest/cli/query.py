@@ -13,30 +13,26 @@ Registered by :mod:`ingest.cli.main` through :func:`register`.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
+
+from ingest.errors import Exit
 
 __all__ = ["register", "cmd_query", "cmd_export", "cmd_indexes"]
 
-EXIT_QUERY = ("\nexit codes:\n  0  done (also when nothing matches: a note on stderr)\n"
-              "  2  bad input: an unknown collection or field, a bad --where (the column is named), a --filter\n"
-              "     operator off the allow-list ($where, $function, $accumulator, $expr, ...)\n  1  fatal error\n")
-EXIT_EXPORT = ("\nexit codes:\n  0  written, every document read\n"
-               "  2  bad input (nothing written), or written with documents set aside: their fields' types differ\n"
-               "     from the declared schema; each is named in OUT.rejects.jsonl and counted on stderr\n"
-               "  1  fatal error\n")
 LANGUAGE = """
-the --where language (README: Querying and exporting the curated collections):
+the --where language (docs/querying.md):
   evalue < 1e-20 and identity > 0.9          comparisons < <= > >= == !=, and / or / not, ( )
   query_id in ["a", "b"]   rank not in [1]   1 <= band_gap <= 3   band_gap between 1 and 3
   elements has "O"   elements has all ["Fe", "O"]   elements has any ["S", "Se"]
   is_stable == true   z_score exists   hit_description missing   `params.pg_matrix` == "BL50"
-  strings in double quotes (JSON escapes); fields by their curated names (--fields-list),
-  or a raw document path in backquotes
+  strings in double quotes (JSON escapes); fields by their curated names (`query COLLECTION
+  --fields-list`), or a raw document path in backquotes
 """
-
-
-def _err(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+#: What a bad query means for query and export (exit 64).
+BAD_QUERY = ("an unknown collection or field, a bad --where (the column is named), a --filter operator off the "
+             "allow-list ($where, $function, $accumulator, $expr, ...)")
 
 
 def _say(level: str, message: str) -> None:
@@ -44,7 +40,7 @@ def _say(level: str, message: str) -> None:
 
 
 def _curated(name: str | None):
-    from ingest.store.curated import UnknownCollection, get, names
+    from ingest.store.curated import UnknownCollection, get, names  # noqa: PLC0415 - lazy: the curated declarations (difflib, the schema); parse and --help must not pay them
 
     if not name:
         raise UnknownCollection("", names())
@@ -52,12 +48,12 @@ def _curated(name: str | None):
 
 
 def _print_fields(curated, as_json: bool) -> int:
-    from ingest.report import dumps, table
+    from ingest.report import dumps, table  # noqa: PLC0415 - lazy: ingest.report (typing); parse and --help must not pay it
 
     info = curated.describe()
     if as_json:
         print(dumps(info))
-        return 0
+        return Exit.OK
     print(f"{curated.name}: one document per {curated.one_per}")
     columns = [("name", "field"), ("path", "path"), ("kind", "kind"), ("meaning", "meaning")]
     rows = info["fields"]
@@ -74,47 +70,60 @@ def _print_fields(curated, as_json: bool) -> int:
     print(f"default --fields: {','.join(curated.defaults)}")
     for note in info["notes"]:
         print(f"note: {note}")
-    return 0
+    return Exit.OK
 
 
 def _list_collections(as_json: bool) -> int:
-    from ingest.store.curated import all_curated
-    from ingest.report import dumps, table
+    from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as in _print_fields
+    from ingest.store.curated import all_curated  # noqa: PLC0415 - lazy: as in _curated
 
     rows = [{"collection": c.name, "source": c.source, "fields": len(c.fields), "indexes": len(c.indexes),
              "one_per": c.one_per} for c in all_curated().values()]
     print(dumps({"collections": rows}) if as_json else
           table(rows, [("collection", "collection"), ("source", "written by"), ("fields", "fields"),
                        ("indexes", "indexes"), ("one_per", "one document per")], left=2))
-    return 0
+    return Exit.OK
 
 
 def _spec(args, curated, default_fields=None):
-    from ingest.query.compile import build
+    from ingest.query.compile import build  # noqa: PLC0415 - lazy: bson and pymongo (0.3 s); parse and --help must not pay them
 
     return build(curated, where=args.where, raw_filter=args.filter, fields=args.fields, sort=args.sort,
                  limit=args.limit, default_fields=default_fields)
 
 
 def _guarded(func):
-    """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 2; an output
+    """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 64; an output
     file that cannot be written (no such folder, no permission, disk full) -> one line, exit 1."""
     def run(args) -> int:
-        from ingest.store.curated import UnknownCollection
-        from ingest.query import QueryError
+        from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
+        from ingest.store.curated import UnknownCollection  # noqa: PLC0415 - lazy: as in _curated
 
         try:
             return func(args)
         except (QueryError, UnknownCollection) as exc:
-            _err(str(exc))
-            return 2
+            _say("error", str(exc))
+            return Exit.USAGE
         except BrokenPipeError:
             raise  # `query ... | head`: the reader has all it wanted; main() ends quietly, as `parse` does
         except OSError as exc:  # the writers' temporary file is removed by then
-            _err(f"cannot write {getattr(args, 'out', None) or 'the output'}: {exc.strerror or exc}")
-            return 1
+            _say("error", f"cannot write {getattr(args, 'out', None) or 'the output'}: {exc.strerror or exc}")
+            return Exit.FATAL
     run.__name__ = func.__name__
     return run
+
+
+def _query_format(args) -> str:
+    """The rows' format: --format; with --json and no --format, JSON Lines (as --format jsonl)."""
+    from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
+
+    if args.json and args.format in ("table", "csv") and not args.out:
+        raise QueryError("--json", f"prints JSON Lines on stdout, --format {args.format} prints text: give one "
+                                   "of them (or --out FILE, which --json then reports on)")
+    fmt = args.format or ("jsonl" if args.json else "table")
+    if fmt == "parquet" and not args.out:
+        raise QueryError("--out", "--format parquet writes a file: give --out FILE")
+    return fmt
 
 
 @_guarded
@@ -125,56 +134,52 @@ def cmd_query(args) -> int:
     if args.fields_list:
         return _print_fields(curated, args.json)
     spec = _spec(args, curated)
-    if args.format == "parquet" and not args.out:
-        from ingest.query import QueryError
-
-        raise QueryError("--out", "--format parquet writes a file: give --out FILE")
-    from ingest.cli.common import settings_from
-    from ingest.store.connection import database
+    fmt = _query_format(args)
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config); parse and --help must not pay them
+    from ingest.query.output import run_query  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.query.plan import scan_warning  # noqa: PLC0415 - lazy: pymongo, as run_query
+    from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
+    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as run_query
 
     with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
         spec.settle(coll, conn.info)
         if args.explain:
             return _explain(coll, spec, curated, args.json)
-        from ingest.query.plan import scan_warning
-
         warning = scan_warning(coll, spec.filter, spec.sort, spec.hint, [_name(ix) for ix in curated.indexes])
         for note in spec.notes:
             _say("note", note)
         if warning:
             _say("warning", warning)
-        if args.format == "parquet":
+        if fmt == "parquet":
             return _export(coll, spec, "parquet", args.out, args)
-        from ingest.query.output import run_query
-
-        written = run_query(coll, spec, args.format, args.out, _say)
+        written = run_query(coll, spec, fmt, args.out, _say)
     if not written:
         _say("note", f"no document of {curated.name} matches")
-    elif args.out:
+    if args.out and args.json:
+        print(dumps({"collection": curated.name, "format": fmt, "out": args.out, "rows": written}))
+    elif args.out and written:
         _say("info", f"{written:,} rows written to {args.out}")
-    return 0
+    return Exit.OK
 
 
 def _name(keys) -> str:
-    from ingest.store.curated import index_name
+    from ingest.store.curated import index_name  # noqa: PLC0415 - lazy: as in _curated
 
     return index_name(keys)
 
 
 def _explain(coll, spec, curated, as_json: bool) -> int:
-    from ingest.store.mongo import db_errors
-    from ingest.query.plan import explain
-    from ingest.report import dumps
+    from ingest.query.plan import explain  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
+    from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as explain
 
     plan = explain(coll, spec.filter, projection=spec.projection, sort=spec.sort, limit=spec.limit, hint=spec.hint)
     with db_errors(f"counting {coll.name}"):
         size = coll.estimated_document_count()
     if as_json:
         print(dumps({**spec.describe(), "documents": size, **plan.as_dict(), "notes": spec.notes}))
-        return 0
-    import json
-
+        return Exit.OK
     rows = [("collection", f"{coll.name} ({size:,} documents)"),
             ("filter", json.dumps(spec.filter, default=str)),
             ("plan", plan.label + ("  (hint $natural: a collection scan on purpose)" if spec.hint else "")),
@@ -187,7 +192,7 @@ def _explain(coll, spec, curated, as_json: bool) -> int:
         print(f"{key:<13} {value}")
     for note in spec.notes:
         print(f"note: {note}")
-    return 0
+    return Exit.OK
 
 
 def _n(value) -> str:
@@ -195,21 +200,24 @@ def _n(value) -> str:
 
 
 def _export(coll, spec, fmt: str, out: str, args) -> int:
-    from ingest.query.export import export, summary_lines
-    from ingest.report import dumps
+    """Write ``out`` through pymongoarrow; its summary on stderr (with --json: on stdout, as one object)."""
+    from ingest.query.export import export, summary_lines  # noqa: PLC0415 - lazy: pyarrow and pymongoarrow (seconds)
+    from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
 
     result = export(coll, spec, fmt, out, batch_size=getattr(args, "batch_size", None) or 2000)
     for level, message in summary_lines(result, coll.name):
-        if level != "info" or not args.quiet:
+        if level != "info" or not args.json:
             _say(level, message)
     if args.json:
         print(dumps(result.as_dict()))
-    return 2 if result.rejected else 0
+    return Exit.PARTIAL if result.rejected else Exit.OK
 
 
 @_guarded
 def cmd_export(args) -> int:
-    from ingest.query import QueryError
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as in cmd_query
+    from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
+    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
 
     curated = _curated(args.collection)
     spec = _spec(args, curated, default_fields=tuple(f.name for f in curated.fields))
@@ -217,9 +225,6 @@ def cmd_export(args) -> int:
     out = args.out or f"{curated.name}.{fmt}"
     if args.batch_size is not None and args.batch_size < 1:
         raise QueryError("--batch-size", f"must be at least 1, not {args.batch_size}")
-    from ingest.cli.common import settings_from
-    from ingest.store.connection import database
-
     with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
         spec.settle(coll, conn.info)
@@ -228,14 +233,18 @@ def cmd_export(args) -> int:
         return _export(coll, spec, fmt, out, args)
 
 
+@_guarded
 def cmd_indexes(args) -> int:
-    from ingest.cli.common import settings_from
-    from ingest.store.connection import database
-    from ingest.query.plan import build_indexes
-    from ingest.query.plan import numeric_keys_exact
-    from ingest.report import dumps, table
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as in cmd_query
+    from ingest.query.plan import build_indexes, numeric_keys_exact  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as in _print_fields
+    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as build_indexes
+    from ingest.store.curated import UnknownCollection, names  # noqa: PLC0415 - lazy: as in _curated
 
     only = [c.strip() for c in args.collections.split(",")] if args.collections else None
+    for name in only or ():
+        if name not in names():
+            raise UnknownCollection(name, names())
     with database(settings_from(args)) as conn:
         rows = build_indexes(conn.db, only, dry_run=args.dry_run)
         exact = numeric_keys_exact(conn.db, conn.info)
@@ -248,7 +257,7 @@ def cmd_indexes(args) -> int:
         print(table(rows, [("collection", "collection"), ("index", "index"), ("outcome", "outcome")], left=3))
         if note:
             print(f"note: {note}")
-    return 2 if any(r["outcome"].startswith("refused") for r in rows) else 0
+    return Exit.PARTIAL if any(r["outcome"].startswith("refused") for r in rows) else Exit.OK
 
 
 def _query_options(p: argparse.ArgumentParser) -> None:
@@ -256,7 +265,8 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     which.add_argument("--where", metavar="EXPR", help="the documents to read, in the expression language below")
     which.add_argument("--filter", metavar="JSON", help="a raw MongoDB filter (JSON; only the allow-listed "
                        "operators: no $where, $function, $accumulator, $expr)")
-    p.add_argument("--fields", metavar="A,B", help="columns by curated name (* for all; see --fields-list)")
+    p.add_argument("--fields", metavar="A,B", help="columns by curated name (* for all; `sci-ingest query COLLECTION "
+                   "--fields-list` lists them)")
     p.add_argument("--sort", metavar="[-]A,...", help="order by these fields (a leading - : descending)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N documents")
     p.add_argument("--out", metavar="FILE", help="write to FILE (a temporary file renamed when complete)")
@@ -265,9 +275,7 @@ def _query_options(p: argparse.ArgumentParser) -> None:
 def _descending_sort_values(p: argparse.ArgumentParser) -> None:
     """Let ``--sort -evalue,rank`` through: argparse takes any word that starts with ``-`` for an option
     unless it looks like a negative number, so here a ``-name[,...]`` of two or more characters does
-    (``-q`` and ``-h`` stay options).  Python 3.11's argparse reads this matcher at parse time."""
-    import re
-
+    (``-h`` stays an option).  Python 3.11's argparse reads this matcher at parse time."""
     p._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-[A-Za-z_][A-Za-z0-9_]+(,[-+]?[A-Za-z_]\w*)*$")
 
 
@@ -280,13 +288,20 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "  sci-ingest query hits --fields-list          fields, questions, indexes\n"
             "  sci-ingest query --collections\n" + LANGUAGE
             + "\n--explain prints the plan (index or COLLSCAN) and the documents/keys examined, and no rows;\n"
-              "a query no index serves on a collection of 100,000+ documents (SCI_INGEST_SCAN_WARN) warns\n",
-            exit_codes=EXIT_QUERY)
+              "a query no index serves on a collection of 100,000+ documents (SCI_INGEST_SCAN_WARN) warns.\n"
+              "\n--json prints the rows as JSON Lines, one object a row (what --format jsonl prints), so that\n"
+              "`| head` and `| jq` read them as they come; with --out the rows go to FILE (in --format, default\n"
+              "jsonl) and stdout gets one JSON object: {collection, format, out, rows} (--format parquet:\n"
+              "what `export --json` prints); with --explain, --fields-list or --collections, one JSON object.\n"
+              "--json with --format table or csv and no --out is refused (exit 64).\n",
+            json="rows as JSON Lines (as --format jsonl); with --out, --explain, --fields-list or --collections: "
+                 "one JSON object (see below)",
+            here={Exit.USAGE: BAD_QUERY})
     p.add_argument("collection", nargs="?", metavar="COLLECTION", help="hits, searches, materials, tasks or an "
                    "analysis output (--collections lists them)")
     _query_options(p)
-    p.add_argument("--format", choices=["table", "csv", "jsonl", "parquet"], default="table",
-                   help="output format (default table; parquet needs --out)")
+    p.add_argument("--format", choices=["table", "csv", "jsonl", "parquet"],
+                   help="output format (default table, with --json jsonl; parquet needs --out)")
     p.add_argument("--explain", action="store_true", help="print how the server runs the query, not its rows")
     p.add_argument("--fields-list", action="store_true", help="list the collection's fields, questions, indexes")
     p.add_argument("--collections", action="store_true", help="list the curated collections")
@@ -299,7 +314,10 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "\nColumns: every curated field (--fields to choose), typed by its declared kind; a document\n"
             "whose field has another type is set aside, never converted: counted on stderr and named in\n"
             "OUT.rejects.jsonl.  Streams in batches (--batch-size, default 2000 documents).\n" + LANGUAGE,
-            exit_codes=EXIT_EXPORT)
+            json="print what was written as one JSON object on stdout (rows, columns, documents set aside, ...)",
+            here={Exit.PARTIAL: "written, with documents set aside: their fields' types differ from the declared "
+                                "schema; each is named in OUT.rejects.jsonl and counted on stderr",
+                  Exit.USAGE: BAD_QUERY + "; nothing was written"})
     p.add_argument("collection", metavar="COLLECTION", help="hits, searches, materials, tasks or an analysis output")
     _query_options(p)
     p.add_argument("--format", choices=["parquet", "arrow", "csv"], default="parquet",
@@ -312,7 +330,7 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "  sci-ingest indexes --collections hits,materials --mongo-uri mongodb://mongos:27017/\n"
             "\nEach index of `sci-ingest query COLLECTION --fields-list` that is missing is created; none is\n"
             "dropped; an index the server refuses is reported (exit 2), never replaced by another.\n",
-            exit_codes="\nexit codes:\n  0  every index present or created\n  2  the server refused some\n"
-                       "  1  fatal error\n")
+            here={Exit.PARTIAL: "the server refused some indexes (each named); the others are present or created",
+                  Exit.USAGE: "--collections names a collection that is not curated"})
     p.add_argument("--collections", metavar="A,B", help="only these collections")
     p.add_argument("--dry-run", action="store_true", help="report what is missing, create nothing")

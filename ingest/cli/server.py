@@ -1,9 +1,11 @@
-"""``sci-ingest server``: start, stop, report the embedded SecantusDB server; add users."""
+"""``sci-ingest server start|stop|status|add-user``: the embedded SecantusDB server of a home, and
+its users.  Each verb prints one JSON object with ``--json``."""
 
 from __future__ import annotations
 
 from ingest.config import Settings
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, Exit
+from ingest.report import dumps
 from ingest.server.access import add_user, credentials_path, load_credentials, with_credentials
 from ingest.server.embedded import holder, running_server, server_state, start_background, stop_background
 
@@ -11,52 +13,76 @@ __all__ = ["cmd_server"]
 
 
 def cmd_server(args) -> int:
-    settings = Settings.from_env(db_name=args.db)
-    if args.action == "start":
-        state = start_background(settings.state_dir, port=args.port, auth=args.auth)
-        verb = "already running" if state["already_running"] else "started"
-        print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
-        if state.get("was_idle_s"):
-            print(f"it was the per-home server of a command (stopping after {state['was_idle_s']:g} s idle); "
-                  "it now runs until `sci-ingest server stop`")
-        if state.get("auth"):
-            print(f"authentication on: commands of this home log in as the user in "
-                  f"{credentials_path(settings.state_dir)} (readable by you only); "
-                  f"`sci-ingest server add-user NAME --read-only` adds an analyst")
-        else:
-            print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
-    elif args.action == "add-user":
-        return _add_user(args, settings)
-    elif args.action == "stop":
-        outcome = stop_background(settings.state_dir)
+    settings = Settings.from_env(db_name=getattr(args, "db", None))
+    verb = {"start": _start, "stop": _stop, "status": _status, "add-user": _add_user}[args.action]
+    return verb(args, settings)
+
+
+def _start(args, settings) -> int:
+    state = start_background(settings.state_dir, port=args.port, auth=args.auth)
+    credentials = credentials_path(settings.state_dir) if state.get("auth") else None
+    if args.json:
+        print(dumps({"status": "already running" if state["already_running"] else "started",
+                     "pid": state["pid"], "uri": state["uri"], "data_dir": state["data_dir"],
+                     "auth": bool(state.get("auth")), "credentials": str(credentials) if credentials else None,
+                     "was_idle_s": state.get("was_idle_s")}))
+        return Exit.OK
+    verb = "already running" if state["already_running"] else "started"
+    print(f"SecantusDB {verb}: pid {state['pid']}, {state['uri']}, data in {state['data_dir']}")
+    if state.get("was_idle_s"):
+        print(f"it was the per-home server of a command (stopping after {state['was_idle_s']:g} s idle); "
+              "it now runs until `sci-ingest server stop`")
+    if credentials:
+        print(f"authentication on: commands of this home log in as the user in {credentials} (readable by you "
+              f"only); `sci-ingest server add-user NAME --read-only` adds an analyst")
+    else:
+        print(f"use it from other shells with: export MONGODB_URI='{state['uri']}'")
+    return Exit.OK
+
+
+def _stop(args, settings) -> int:
+    outcome = stop_background(settings.state_dir)
+    if args.json:
+        print(dumps({"status": outcome}))
+    else:
         print({"stopped": "stopped",
                "dead": "the recorded server was no longer running (it died); its record is removed",
                "absent": "no server was running"}[outcome])
-    else:
-        status, state = server_state(settings.state_dir)
-        if status == "unresponsive":
-            print(f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
-                  f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
-            return 1
-        if status != "running":
-            busy = holder(settings.db_dir)
-            if busy is not None:  # e.g. the private server of a command running now
-                print(f"not running as the shared server, but SecantusDB pid {busy['pid']} (port {busy['port']}) "
-                      f"has its data directory open: the private server of another command")
-                return 1
-            print("not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
-                                   if status == "dead" else ""))
-            return 3
-        from ingest.store.mongo import connect, describe  # lazy: pymongo (0.3 s), only for a running server
+    return Exit.OK
 
-        client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
-        try:
-            info = describe(client)
-        finally:
-            client.close()
-        print(f"running: pid {state['pid']}, {state['uri']}, {info.label()}")
-        print(_server_kind(state))
-    return 0
+
+def _status(args, settings) -> int:
+    """0 running (and what kind), 1 unresponsive or another command's private server, 3 none."""
+    status, state = server_state(settings.state_dir)
+    if status == "unresponsive":
+        text = (f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
+                f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
+        return _say(args, text, Exit.FATAL, status="unresponsive", pid=state["pid"], uri=state["uri"])
+    if status != "running":
+        busy = holder(settings.db_dir)
+        if busy is not None:  # e.g. the private server of a command running now
+            text = (f"not running as the shared server, but SecantusDB pid {busy['pid']} (port {busy['port']}) "
+                    f"has its data directory open: the private server of another command")
+            return _say(args, text, Exit.FATAL, status="private", pid=busy["pid"], port=busy["port"])
+        text = "not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
+                                if status == "dead" else "")
+        return _say(args, text, Exit.NOT_RUNNING, status="not running", died=status == "dead")
+    from ingest.store.mongo import connect, describe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
+
+    client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
+    try:
+        info = describe(client)
+    finally:
+        client.close()
+    text = f"running: pid {state['pid']}, {state['uri']}, {info.label()}\n{_server_kind(state)}"
+    keeper = (state.get("keeper") or {}).get("pid")
+    return _say(args, text, Exit.OK, status="running", pid=state["pid"], uri=state["uri"], server=info.label(),
+                kind="per-home" if state.get("idle_s") else "long-lived", idle_s=state.get("idle_s"), keeper=keeper)
+
+
+def _say(args, text: str, code: Exit, **fields) -> int:
+    print(dumps(fields) if args.json else text)
+    return code
 
 
 def _server_kind(state: dict) -> str:
@@ -70,8 +96,6 @@ def _server_kind(state: dict) -> str:
 
 
 def _add_user(args, settings) -> int:
-    if not args.name:
-        raise ConfigError("add-user needs a user name: sci-ingest server add-user NAME --read-only")
     creds = load_credentials(settings.state_dir)
     state = running_server(settings.state_dir)
     if creds is None or state is None:
@@ -79,7 +103,12 @@ def _add_user(args, settings) -> int:
     path = add_user(with_credentials(state["uri"], creds), settings.state_dir, args.name, settings.db_name,
                     read_only=args.read_only)
     role = "read" if args.read_only else "readWrite"
+    host = state["uri"].split("://", 1)[1].split("/")[0]
+    if args.json:
+        print(dumps({"user": args.name, "role": role, "database": settings.db_name, "password_file": str(path),
+                     "uri": f"mongodb://{args.name}:PASSWORD@{host}/?authSource=admin"}))
+        return Exit.OK
     print(f"user {args.name} ({role} on {settings.db_name}) created; its password is in {path} "
           f"(readable by you only): hand it over, then log in with "
-          f"mongodb://{args.name}:PASSWORD@{state['uri'].split('://', 1)[1].split('/')[0]}/?authSource=admin")
-    return 0
+          f"mongodb://{args.name}:PASSWORD@{host}/?authSource=admin")
+    return Exit.OK

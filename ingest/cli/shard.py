@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from ingest.errors import Exit, UsageError
 
 __all__ = ["register", "cmd_hash", "cmd_shard", "cmd_shard_plan"]
-
-EXIT_HASH = ("\nexit codes:\n  0  every value hashed\n"
-             "  2  some values were not Extended JSON (each named on stderr as <stdin>:LINE: reason or\n"
-             "     argument N: reason); the others were printed, one line each, in order\n")
 
 
 def cmd_hash(args) -> int:
     """One signed 64-bit decimal per value: argument values, else one value per line of stdin."""
-    from ingest.sharding.hashkey import hash64, parse_value
+    from ingest.sharding.hashkey import hash64, parse_value  # noqa: PLC0415 - lazy: hashlib, decimal (14 modules); parse and --help must not pay them
 
     if not -(2**31) <= args.seed < 2**31:
-        print(f"error: --seed is a 32-bit signed integer, not {args.seed}", file=sys.stderr)
-        return 1
+        raise UsageError(f"--seed is a 32-bit signed integer, not {args.seed}")
     if args.values:
         items = ((f"argument {i}", text) for i, text in enumerate(args.values, 1))
     else:
@@ -42,25 +40,20 @@ def cmd_hash(args) -> int:
             continue
         out.write(f"{digest}\n")
     out.flush()
-    return 2 if failed else 0
+    return Exit.PARTIAL if failed else Exit.OK
 
 
 def cmd_shard(args) -> int:
     """Shard the data collections on their hashed keys through mongos (or print the commands)."""
-    from ingest.store.connection import database
-    from ingest.errors import UnsupportedFeature
-    from ingest.report import dumps
-    from ingest.cli.common import settings_from
-    from ingest.sharding.collections import shard
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config, ingest.report); parse and --help must not pay them
+    from ingest.report import dumps  # noqa: PLC0415 - lazy: as settings_from
+    from ingest.sharding.collections import shard  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as shard
 
-    with database(settings_from(args)) as conn:
+    with database(settings_from(args)) as conn:  # not a mongos: UnsupportedFeature, exit 1 (nothing was sent)
         db_name = args.db or conn.db.name
-        try:
-            state, commands, outcomes = shard(conn.client, db_name, dry_run=args.dry_run,
-                                              version=args.server_version, shards=args.shards)
-        except UnsupportedFeature as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        state, commands, outcomes = shard(conn.client, db_name, dry_run=args.dry_run,
+                                          version=args.server_version, shards=args.shards)
     refused = [o for o in outcomes if o.status == "refused"]
     if args.json:
         print(dumps({"database": db_name, "server": state.kind, "version": state.version_text,
@@ -78,29 +71,25 @@ def cmd_shard(args) -> int:
             print(f"# {o.collection}: {o.status} on {o.key}" + (f": {o.reason}" if o.reason else ""))
     for o in refused:
         print(f"error: {db_name}.{o.collection}: {o.reason}", file=sys.stderr)
-    return 2 if refused else 0
+    return Exit.PARTIAL if refused else Exit.OK
 
 
 def cmd_shard_plan(args) -> int:
     """Hashed against ranged placement of each collection's keys on N shards: a table and a PNG."""
-    from pathlib import Path
-
-    from ingest.sharding.plan import (DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows,
-                                      write_png)
-    from ingest.cli.common import settings_from
-    from ingest.store.connection import database
-    from ingest.store.mongo import db_errors
-    from ingest.report import dumps, table
-    from ingest.sharding.collections import KEYS, version_tuple
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config, ingest.report); parse and --help must not pay them
+    from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as settings_from
+    from ingest.sharding.collections import KEYS, version_tuple  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.sharding.plan import (  # noqa: PLC0415 - lazy: pymongo and matplotlib, as KEYS
+        DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows, write_png)
+    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as KEYS
+    from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as KEYS
 
     if args.shards < 1:
-        print(f"error: --shards must be at least 1, not {args.shards}", file=sys.stderr)
-        return 1
+        raise UsageError(f"--shards must be at least 1, not {args.shards}")
     wanted = args.collection or list(KEYS)
     unknown = [c for c in wanted if c not in KEYS]
     if unknown:
-        print(f"error: no shard key for {', '.join(unknown)}; collections: {', '.join(KEYS)}", file=sys.stderr)
-        return 1
+        raise UsageError(f"no shard key for {', '.join(unknown)}; collections: {', '.join(KEYS)}")
     settings = settings_from(args)
     chunk_bytes = int(args.chunk_mb * 2**20) if args.chunk_mb else DEFAULT_CHUNK_BYTES
     plans, skipped = [], []
@@ -138,7 +127,11 @@ def cmd_shard_plan(args) -> int:
             print(f"chart: {png}")
     for coll in skipped:
         print(f"note: {coll} holds no documents (load first, or --generate N)", file=sys.stderr)
-    return 0 if plans else 2
+    if not plans:
+        print("error: no collection holds documents: nothing to plan (load first, or --generate N)",
+              file=sys.stderr)
+        return Exit.FATAL
+    return Exit.OK
 
 
 def register(add, common: argparse.ArgumentParser) -> None:
@@ -151,8 +144,12 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "  printf '%s\\n' 1 2.9 '{\"$numberDouble\": \"NaN\"}' | sci-ingest hash\n"
             "\nValues are MongoDB Extended JSON, canonical or relaxed; a plain JSON number is a double\n"
             "or an integer, which hash alike (every number is hashed as the int64 it truncates to).\n"
-            "Without VALUE arguments, one value per line of stdin (blank lines are skipped).\n",
-            parents=(), exit_codes=EXIT_HASH)
+            "Without VALUE arguments, one value per line of stdin (blank lines are skipped).\n"
+            "Its output is JSON already (one number a line): it has no --json.\n",
+            db=False, json=None,
+            here={Exit.PARTIAL: "some values were not Extended JSON (each named on stderr as <stdin>:LINE: reason "
+                                "or argument N: reason); the others were printed, one line each, in order",
+                  Exit.USAGE: "--seed is not a 32-bit signed integer"})
     p.add_argument("values", nargs="*", metavar="VALUE", help="Extended JSON values (default: lines of stdin)")
     p.add_argument("--seed", type=int, default=0, help="hash seed, a 32-bit signed integer (default 0, what "
                    "hashed indexes and shard keys use)")
@@ -162,12 +159,11 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "examples:\n  sci-ingest shard --mongo-uri mongodb://mongos:27017/ --dry-run\n"
             "  sci-ingest shard --mongo-uri mongodb://mongos:27017/\n"
             "  sci-ingest shard --dry-run --server-version 7.0 --shards 4     the commands for another cluster\n"
-            "\nKeys: hits on hashed search_id; searches, materials and tasks on hashed _id (README: Sharding).\n"
+            "\nKeys: hits on hashed search_id; searches, materials and tasks on hashed _id (docs/sharding.md).\n"
             "Shard before loading: MongoDB splits a hashed key evenly only on an empty collection.\n",
-            parents=(common,),
-            exit_codes="\nexit codes:\n  0  sharded (or already sharded on the same keys); --dry-run: printed\n"
-                       "  2  not a mongos (nothing sent), or a collection was refused (sharded on another key,\n"
-                       "     not empty): each named on stderr\n  1  fatal error\n")
+            here={Exit.FATAL: "the server is not a mongos: nothing was sent",
+                  Exit.PARTIAL: "a collection was refused (sharded on another key, not empty), each named on "
+                                "stderr; the others were sharded"})
     p.add_argument("--dry-run", action="store_true", help="print the command documents, send nothing")
     p.add_argument("--shards", type=int, metavar="N", help="--dry-run off a mongos: plan for N shards")
     p.add_argument("--server-version", metavar="X.Y", help="--dry-run: plan for this MongoDB version "
@@ -177,9 +173,8 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "against ranged key (table and PNG)",
             "examples:\n  sci-ingest shard-plan --shards 4\n  sci-ingest shard-plan --shards 8 --collection hits --json\n"
             "  sci-ingest shard-plan --shards 4 --generate 1000000 --png plan.png   sequential keys, no data needed\n",
-            parents=(common,),
-            exit_codes="\nexit codes:\n  0  planned\n  2  no collection held documents (nothing to plan)\n"
-                       "  1  fatal error\n")
+            here={Exit.FATAL: "no collection holds documents: nothing to plan (load first, or --generate N)",
+                  Exit.USAGE: "--collection names a collection without a shard key, or --shards is below 1"})
     p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
     p.add_argument("--collection", action="append", metavar="NAME",
                    help="a collection to plan (repeatable; default: every data collection)")

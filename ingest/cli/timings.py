@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ingest.cli.common import settings_from
+from ingest.errors import Exit
 from ingest.fileio import stderr_line
 from ingest.report import dumps, iso_utc, table, timing_table, worker_table
 from ingest.store.catalog import TIMINGS
@@ -13,7 +14,15 @@ from ingest.store.connection import database
 from ingest.store.mongo import db_errors
 from ingest.timing import level_filter
 
-__all__ = ["cmd_timings", "chosen_run", "run_rows", "worker_rows"]
+__all__ = ["cmd_timings", "chosen_run", "run_rows", "worker_rows", "NO_RUNS", "unknown_run"]
+
+#: What ``timings``, ``timings --list`` and ``report`` say on stderr when no run is recorded (exit 1).
+NO_RUNS = "no runs recorded yet: `sci-ingest run` makes one"
+
+
+def unknown_run(run_id: str) -> str:
+    """What ``timings`` and ``report`` say of a --run that is not recorded (exit 64)."""
+    return f"no run {run_id!r} is recorded; `sci-ingest timings --list` lists the runs"
 
 
 def cmd_timings(args) -> int:
@@ -21,17 +30,19 @@ def cmd_timings(args) -> int:
         coll = conn.db[TIMINGS]
         if args.list:
             runs = run_rows(coll)
+            if not runs:
+                stderr_line(f"error: {NO_RUNS}")
+                return Exit.FATAL
             if args.json:
                 print(dumps({"runs": runs}))
             else:
                 print(table(runs, [("run_id", "run"), ("started", "started (UTC)"), ("stages", "stages"),
-                                   ("records_out", "records out"), ("status", "status")], left=2)
-                      if runs else "no runs recorded yet")
-            return 0 if runs else 1
+                                   ("records_out", "records out"), ("status", "status")], left=2))
+            return Exit.OK
         run_id, why = chosen_run(coll, args)
         if run_id is None:
-            stderr_line(f"error: {why}")
-            return 1
+            stderr_line(f"error: {unknown_run(args.run) if args.run else NO_RUNS}")
+            return Exit.USAGE if args.run else Exit.FATAL
         level = "worker" if args.workers else "file" if args.files else "run"
         query = {"run_id": run_id, **level_filter(level)}
         if args.workers:
@@ -47,14 +58,14 @@ def cmd_timings(args) -> int:
     else:
         print(f"run {run_id} ({why}; `sci-ingest timings --list` lists the others)")
         print(worker_table(rows) if args.workers else timing_table(rows, with_file=args.files))
-    return 0
+    return Exit.OK
 
 
 def chosen_run(coll, args) -> tuple[str | None, str]:
     """(the run to show, why that one) or (None, the error)."""
     if args.run:
         if coll.find_one({"run_id": args.run}, {"_id": 1}) is None:
-            return None, f"no run {args.run!r} is recorded; `sci-ingest timings --list` lists the runs"
+            return None, unknown_run(args.run)
         return args.run, "asked for"
     if args.last:
         last = coll.find_one({}, {"run_id": 1}, sort=[("started", -1)])
