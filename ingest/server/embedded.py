@@ -31,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from ingest.errors import ServerError
 from ingest.server.access import enable_auth, load_credentials
 from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
@@ -138,7 +140,7 @@ class EmbeddedServer:
             log.close()
         if not detach:
             atexit.register(self.stop)
-        from ingest.store.mongo import ping  # lazy: sci-ingest server status must not import pymongo
+        from ingest.store.mongo import ping  # noqa: PLC0415 - lazy: server status reads this module; pymongo costs 0.12 s
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -223,7 +225,7 @@ def terminate(pid: int) -> None:
     SIGKILL 12 s later (seen: 1 stop in 6).  The main thread's id is the process id (``tgkill``).
     """
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - lazy: server status reads this module; ctypes costs 2 ms
 
         if ctypes.CDLL(None, use_errno=True).tgkill(pid, pid, signal.SIGTERM) == 0:
             return
@@ -248,7 +250,7 @@ def _dies_with_parent():
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 - lazy: server status reads this module; ctypes costs 2 ms
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -268,8 +270,6 @@ _PR_SET_PDEATHSIG = 1
 
 def holder(data_dir: Path) -> dict | None:
     """The live SecantusDB process that has ``data_dir`` open (found by its command line), or None."""
-    import psutil
-
     wanted = os.path.realpath(data_dir)
     for proc in psutil.process_iter(["pid", "cmdline", "status", "create_time"]):
         cmd = proc.info.get("cmdline") or []
@@ -308,8 +308,6 @@ def refuse_if_held(data_dir: Path, wait_s: float = 0.0) -> None:
 def _verified(pid, started, accept):
     """The psutil.Process ``pid`` if that very process still runs: not a zombie, started at
     ``started`` (a reused pid is another process) and ``accept(cmdline)`` true; else None."""
-    import psutil
-
     try:
         proc = psutil.Process(int(pid or 0))
         if proc.status() == psutil.STATUS_ZOMBIE:
@@ -340,8 +338,6 @@ def _same_keeper(state: dict):
 
 def server_record(server: EmbeddedServer, **extra) -> dict:
     """What ``<state>/server.json`` says of a running server (``extra``: the keeper, its idle timeout)."""
-    import psutil
-
     return {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
             "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time(),
             "auth": server.auth, **extra}
@@ -358,7 +354,7 @@ def server_state(state_dir: Path) -> tuple[str, dict | None]:
         return "absent", None
     if _same_process(state) is None:
         return "dead", state
-    from ingest.store.mongo import ping  # lazy: sci-ingest server status must not import pymongo
+    from ingest.store.mongo import ping  # noqa: PLC0415 - lazy: server status reads this module; pymongo costs 0.12 s
 
     if ping(state.get("uri", ""), timeout_ms=3000) is None:
         # a server that died while it was asked (e.g. killed with its keeper) is dead, not unresponsive
@@ -424,8 +420,6 @@ def _reap(pid: int) -> None:
 
 def _resume(proc) -> None:
     """SIGCONT ``proc`` (a psutil.Process) if it is stopped (SIGSTOP): it cannot act on SIGTERM before."""
-    import psutil
-
     try:
         if proc.status() in (psutil.STATUS_STOPPED, "tracing-stop"):
             proc.resume()
@@ -435,8 +429,6 @@ def _resume(proc) -> None:
 
 def _end(proc, timeout: float) -> None:
     """SIGTERM ``proc`` (a psutil.Process), SIGKILL after ``timeout`` s."""
-    import psutil
-
     try:
         if proc.is_running():  # the very process (psutil checks its start time)
             terminate(proc.pid)

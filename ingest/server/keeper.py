@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from ingest.config import PROJECT_ROOT
 from ingest.errors import ConfigError, SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
@@ -222,8 +224,6 @@ def _try_exclusive(fd: int) -> bool:
 def _serve(home: Path, server: EmbeddedServer, creds: dict | None, idle_s: float) -> _Activity:
     """Start the server and record it with this keeper; returns the watch on its clients, which has
     counted the keeper's own connections before any command knew of the server."""
-    import psutil
-
     server.start()  # dies with this process (parent-death signal)
     watcher = mongo_client(with_credentials(server.uri, creds), max_pool_size=1, socket_timeout_ms=5000,
                      serverMonitoringMode="poll",

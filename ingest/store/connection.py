@@ -16,9 +16,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ingest.store.catalog import LOAD_INDEXES
+from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
 from ingest.config import Settings
 from ingest.errors import UnsupportedFeature
+from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
+from ingest.server import keeper
+from ingest.server.access import load_credentials, with_credentials
+from ingest.server.embedded import EmbeddedServer, running_server
 from ingest.store.mongo import ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
@@ -61,10 +65,6 @@ def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) 
     running (``sci-ingest server start``'s, or the per-home server an earlier command started), else
     a new per-home server (:mod:`ingest.server.keeper`), else (``SCI_INGEST_SERVER_IDLE=0``) a private one,
     stopped when ``stack`` closes."""
-    from ingest.server import keeper
-    from ingest.server.access import load_credentials, with_credentials
-    from ingest.server.embedded import EmbeddedServer, running_server
-
     creds = load_credentials(settings.state_dir)  # the home has authentication on
     idle_s = keeper.idle_timeout()
     stack.enter_context(keeper.using(settings.state_dir))  # a per-home server does not stop under this command
@@ -96,9 +96,6 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
     except UnsupportedFeature as exc:
         notes.append(str(exc))
     if query_indexes:
-        from ingest.store.catalog import QUERY_INDEXES
-        from ingest.query.plan import ensure_exact_indexes
-
         ensure_exact_indexes(conn.db, QUERY_INDEXES)
     note = _index_note(conn)
     if note:
@@ -111,9 +108,6 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
 def _index_note(conn: Connection) -> str | None:
     """On a server whose index keys lose the order of numbers: which indexes are built without
     their float fields (the choice in force), in one line."""
-    from ingest.store.catalog import QUERY_INDEXES
-    from ingest.query.plan import exact_indexes, withheld_note
-
     changed = {}
     for coll, specs in QUERY_INDEXES.items():
         cut = exact_indexes(conn.db, coll, specs)[1]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from pymongo import UpdateOne
+
 from ingest.store.catalog import LEDGER
 from ingest.fileio import open_regular
 from ingest.store.mongo import Retry, durable
@@ -165,8 +167,6 @@ class Ledger:
 
     def mark_analysed(self, name: str, entries: list[tuple[str, str]]) -> None:
         """``name`` has seen these (path, sha256): each marked only if the path still has that content."""
-        from pymongo import UpdateOne
-
         for start in range(0, len(entries), _MARK_CHUNK):
             ops = [UpdateOne({"_id": path, "sha256": sha}, {"$set": {f"analysed.{name}": sha}})
                    for path, sha in entries[start:start + _MARK_CHUNK]]

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 import bson
+import psutil
 import pymongo
 from bson.binary import Binary
 from bson.errors import InvalidDocument
@@ -54,6 +55,7 @@ from pymongo.errors import (
     OperationFailure,
     PyMongoError,
 )
+from pymongo.write_concern import WriteConcern
 
 from ingest.store.catalog import INDEXES, SHARD_KEYS
 from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, UnsupportedFeature
@@ -313,7 +315,7 @@ class Retry:
             if self.budget_s <= 0 or not is_transient(exc):
                 self._raise(what, exc)
         self.retries += 1
-        import tenacity
+        import tenacity  # noqa: PLC0415 - lazy: the keeper reads this module; tenacity costs 25 ms, needed only on a transient error
 
         time.sleep(random.uniform(0, 0.2))
         retrying = tenacity.Retrying(
@@ -342,8 +344,6 @@ class Retry:
 
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` of this host runs (a zombie does not)."""
-    import psutil
-
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -359,8 +359,6 @@ def durable(collection):
     a file's documents never outlives them in a crash (with ``w: 1`` alone, a
     server killed at the wrong moment loses the last acknowledged writes).
     """
-    from pymongo.write_concern import WriteConcern
-
     return collection.with_options(write_concern=WriteConcern(**{**collection.write_concern.document, "j": True}))
 
 
