@@ -43,9 +43,19 @@ is never changed, and nothing is written that the schema does not hold.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+
+import bson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+with warnings.catch_warnings():  # pymongoarrow 1.15 warns of pyarrow 25's binary size at import
+    warnings.simplefilter("ignore")
+    from pymongoarrow.context import PyMongoArrowContext
+    from pymongoarrow.schema import Schema
 
 __all__ = ["ACCEPTS", "Reject", "Converter", "arrow_type", "bson_type_name"]
 
@@ -69,8 +79,6 @@ _EXACT_DOUBLE = 2**53
 
 
 def arrow_type(kind: str):
-    import pyarrow as pa
-
     return {"string": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(),
             "list<string>": pa.list_(pa.string()), "date": pa.timestamp("ms", tz="UTC")}[kind]
 
@@ -119,8 +127,6 @@ class _Node:
         return node
 
     def arrow(self):
-        import pyarrow as pa
-
         if self.kind == "struct":
             return pa.struct([(name, node.arrow()) for name, node in self.children.items()])
         if self.kind == "list":
@@ -185,8 +191,6 @@ def _screen_pattern(root: _Node) -> str | None:
             groups.setdefault(frozenset(bad), []).append(name)
     if not groups:
         return None
-    import re
-
     parts = []
     for bad, names in groups.items():
         cls = "".join(f"\\x{b:02x}" for b in sorted(bad))
@@ -200,12 +204,6 @@ class Converter:
     """Raw BSON batches of projected documents -> Arrow tables of ``fields`` (one column each)."""
 
     def __init__(self, fields, codec_options=None):
-        import pyarrow as pa
-
-        with warnings.catch_warnings():  # pymongoarrow 1.15 warns of pyarrow 25's binary size at import
-            warnings.simplefilter("ignore")
-            from pymongoarrow.schema import Schema
-
         self.fields = list(fields)
         self.root, self.steps = _shape(self.fields)
         self.schema = pa.schema([(f.name, arrow_type(f.kind)) for f in self.fields])
@@ -225,16 +223,10 @@ class Converter:
             return True  # a NaN (canonical bits, as Python and JSON parsers write it) is counted the exact way
         if self.pattern is None:
             return False
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         return bool(pc.match_substring_regex(pa.array([batch], pa.binary()), self.pattern)[0].as_py())
 
     def fast(self, batch: bytes):
         """The batch through pymongoarrow, flattened; raises TypeError/ValueError/OverflowError on a stray type."""
-        import pyarrow as pa
-        from pymongoarrow.context import PyMongoArrowContext
-
         context = PyMongoArrowContext(self.pma_schema, codec_options=self.codec_options, allow_invalid=False)
         context.process_bson_stream(batch)
         nested = context.finish()
@@ -246,9 +238,6 @@ class Converter:
     def _extract(table, steps, cache: dict):
         """The column at ``steps`` in ``table``; arrays on the way are shared through ``cache`` (the
         first HSP is taken once for all its fields)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         for depth in range(len(steps), 0, -1):
             if tuple(steps[:depth]) in cache:
                 array = cache[tuple(steps[:depth])]
@@ -293,9 +282,6 @@ class Converter:
 
     def exact(self, batch: bytes):
         """(table of the documents whose fields have their kinds, rejects) of one raw batch."""
-        import bson
-        import pyarrow as pa
-
         options = self.codec_options or bson.DEFAULT_CODEC_OPTIONS
         docs = bson.decode_all(batch, options)
         columns: list[list] = [[] for _ in self.fields]

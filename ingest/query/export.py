@@ -16,12 +16,19 @@ file of an earlier export of the same name is removed.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+from bson import json_util
+
 from ingest.query.arrow import Converter
 from ingest.store.mongo import db_errors
 
@@ -108,21 +115,15 @@ class _Writer:
     """One output file of ``schema`` in ``fmt``, written to ``tmp``."""
 
     def __init__(self, fmt: str, tmp: str, schema):
-        import pyarrow as pa
-
         self.fmt, self.tmp, self.schema = fmt, tmp, schema
         self.buffer: list = []
         self.buffered = 0
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
             self.writer = pq.ParquetWriter(tmp, schema)
         elif fmt == "arrow":
             self.sink = pa.OSFile(tmp, "wb")
             self.writer = pa.ipc.new_file(self.sink, schema)
         elif fmt == "csv":
-            import pyarrow.csv as pcsv
-
             self.lists = [i for i, f in enumerate(schema) if pa.types.is_list(f.type)]
             text = pa.schema([pa.field(f.name, pa.string()) if i in self.lists else f for i, f in enumerate(schema)])
             self.csv_schema = text
@@ -145,10 +146,6 @@ class _Writer:
 
     def _csv(self, table):
         """List columns as JSON text (``["Fe","O"]``), as ``sci-ingest query --format csv`` writes them."""
-        import json
-
-        import pyarrow as pa
-
         for i in self.lists:
             values = [None if v is None else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
                       for v in table.column(i).to_pylist()]
@@ -156,8 +153,6 @@ class _Writer:
         return table
 
     def _flush(self) -> None:
-        import pyarrow as pa
-
         if self.buffer:
             self.writer.write_table(pa.concat_tables(self.buffer))
             self.buffer, self.buffered = [], 0
@@ -172,9 +167,6 @@ class _Writer:
 
 def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: int = AHEAD) -> ExportResult:
     """Export ``spec`` (:class:`ingest.query.compile.Spec`) from ``coll`` to ``out`` as ``fmt``."""
-    from bson import json_util
-
-
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; expected one of {FORMATS}")
     started = time.perf_counter()

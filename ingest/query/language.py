@@ -36,6 +36,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
 from ingest.dates import FORMS, parse_iso
 from ingest.query import QueryError
 
@@ -289,8 +292,6 @@ _PARSER = None
 def _parser():
     global _PARSER
     if _PARSER is None:
-        from lark import Lark
-
         _PARSER = Lark(GRAMMAR, parser="lalr", maybe_placeholders=False)
     return _PARSER
 
@@ -309,8 +310,6 @@ class _Build:
         return items
 
     def node(self, tree):
-        from lark import Token
-
         kind = tree.data
         c = tree.children
         if kind == "start":
@@ -358,8 +357,6 @@ class _Build:
 
 
 def _syntax_error(exc, text: str) -> QueryError:
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
-
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         expected = _expected(getattr(exc, "expected", None) or getattr(exc, "accepts", None) or ())
         return QueryError("--where", f"the expression ends too early{expected}", len(text) + 1, text)
@@ -392,8 +389,6 @@ def _expected(names) -> str:
 
 def parse(text: str, curated) -> Node:
     """The syntax tree of ``text`` with its fields resolved in ``curated``; raises QueryError."""
-    from lark.exceptions import UnexpectedInput
-
     if not text or not text.strip():
         raise QueryError("--where", "the expression is empty", 1, text or "")
     try:

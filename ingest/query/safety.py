@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bson import json_util
+
 from ingest.query import QueryError
 
 __all__ = ["COMPILED_OPERATORS", "FILTER_OPERATORS", "LOGICAL", "VALUE_WRAPPERS", "REFUSED", "check_filter",
@@ -149,8 +151,6 @@ def _unwrap(value: Any, option: str, where: str) -> Any:
         if value and set(value) <= VALUE_WRAPPERS:
             if len(value) != 1:
                 raise QueryError(option, f"{where}: one type wrapper per object, not {sorted(value)}")
-            from bson import json_util
-
             try:
                 return json_util.loads(json.dumps(value))
             except (ValueError, TypeError, KeyError) as exc:

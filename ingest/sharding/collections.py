@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bson import json_util
+
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
 from ingest.sharding.hashkey import INT64_MAX
@@ -145,8 +147,6 @@ class Command:
     collection: str | None = None  # the collection it is for (None: the database)
 
     def describe(self) -> str:
-        from bson import json_util
-
         return f"{self.database}: {json_util.dumps(self.document)}"
 
 

@@ -32,9 +32,21 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN
+from decimal import ROUND_HALF_EVEN, InvalidOperation
 from functools import lru_cache
 from typing import Any, Mapping
+
+import bson
+from bson import json_util
+from bson.binary import UuidRepresentation
+from bson.code import Code
+from bson.codec_options import CodecOptions
+from bson.datetime_ms import DatetimeConversion
+from bson.dbref import DBRef
+from bson.decimal128 import Decimal128
+from bson.json_util import JSONMode, JSONOptions
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
 
 __all__ = ["hash64", "number_for_hash", "parse_value", "Undefined", "DBPointer", "UNDEFINED", "INT64_MIN",
            "INT64_MAX"]
@@ -74,8 +86,6 @@ def number_for_hash(value) -> int:
     NaN is 0 and out-of-range values clamp.  Python ints outside int64 (which
     BSON cannot hold) are taken as the double they would be in JSON.
     """
-    from bson.decimal128 import Decimal128
-
     if isinstance(value, bool):
         raise TypeError("a boolean is not a number here")
     if isinstance(value, int):
@@ -119,12 +129,6 @@ def hash64(value, seed: int = 0) -> int:
 
 
 def _feed(md5, value, name: str | None, depth: int = 0) -> None:
-    from bson.code import Code
-    from bson.dbref import DBRef
-    from bson.decimal128 import Decimal128
-    from bson.max_key import MaxKey
-    from bson.min_key import MinKey
-
     def head(canonical: int) -> None:
         md5.update(struct.pack("<i", canonical))
         if name is not None:
@@ -187,8 +191,6 @@ def _feed_elements(md5, items, depth: int) -> None:
 
 def _encoded(value) -> tuple[int, bytes]:
     """(BSON type byte, value bytes) of a scalar, exactly as BSON encodes it."""
-    import bson
-
     try:
         raw = bson.encode({"": value}, codec_options=_codec_options())
     except (bson.errors.InvalidDocument, TypeError, OverflowError) as exc:
@@ -201,9 +203,6 @@ def _encoded(value) -> tuple[int, bytes]:
 
 @lru_cache(maxsize=None)
 def _codec_options():
-    from bson.binary import UuidRepresentation
-    from bson.codec_options import CodecOptions
-
     return CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
 
 
@@ -217,8 +216,6 @@ def parse_value(text: str):
     bare JSON integer outside the int64 range is a double, as in the shell.
     Raises ``ValueError`` with the reason for anything else.
     """
-    from bson import json_util
-
     options = _json_options()
 
     def hook(pairs):
@@ -255,17 +252,11 @@ def parse_value(text: str):
 
 @lru_cache(maxsize=None)
 def _json_options():
-    from bson.binary import UuidRepresentation
-    from bson.datetime_ms import DatetimeConversion
-    from bson.json_util import JSONOptions, JSONMode
-
     return JSONOptions(json_mode=JSONMode.CANONICAL, tz_aware=True, uuid_representation=UuidRepresentation.STANDARD,
                        datetime_conversion=DatetimeConversion.DATETIME_MS)
 
 
 def _reason(exc: Exception) -> str:
-    from decimal import InvalidOperation
-
     if isinstance(exc, InvalidOperation):
         return "not a decimal number"
     text = str(exc).strip() or type(exc).__name__

@@ -32,6 +32,11 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import bson
+from bson import ObjectId
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+
 from ingest.errors import DatabaseError, ServerUnavailable
 from ingest.sharding.collections import chunks_per_shard, hashed_split_points
 from ingest.sharding.hashkey import hash64
@@ -119,9 +124,6 @@ def read_keys(db, collection: str, key_field: str) -> KeySample:
     except ServerUnavailable:
         raise
     except DatabaseError:  # no $bsonSize here: measure the raw documents instead
-        from bson.codec_options import CodecOptions
-        from bson.raw_bson import RawBSONDocument
-
         keys, sizes = [], []
         raw = db.get_collection(collection, codec_options=CodecOptions(document_class=RawBSONDocument))
         for doc in raw.find({}, batch_size=10_000):
@@ -138,8 +140,6 @@ def generated_keys(collection: str, key_field: str, count: int, size: int = 1024
 
 def sort_key(value: Any) -> tuple:
     """A key ordering BSON values as MongoDB does: by canonical type, then by value."""
-    from bson import ObjectId
-
     if value is None:
         return (5, 0)
     if isinstance(value, bool):
@@ -154,8 +154,6 @@ def sort_key(value: Any) -> tuple:
     if to_decimal is not None:
         number = to_decimal()
         return (10, -math.inf if number.is_nan() else float(number))
-    import bson
-
     return (50, bson.encode({"": value}))
 
 
@@ -268,10 +266,10 @@ def rows(plans: Iterable[dict]) -> list[dict]:
 def write_png(plans: list[dict], path, shards: int) -> None:
     """One panel per collection: documents per shard, hashed beside ranged (at rest), and the
     share of the last 10 % of inserts on the busiest shard in each panel's title."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: the shard-plan experiment draws nothing; matplotlib and pyplot cost 0.9 s
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib.use("Agg")  # before pyplot: no display
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the shard-plan experiment draws nothing; matplotlib and pyplot cost 0.9 s
 
     fig, axes = plt.subplots(1, max(1, len(plans)), figsize=(4.2 * max(1, len(plans)), 3.8), squeeze=False)
     width = 0.4
