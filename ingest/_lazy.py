@@ -7,6 +7,8 @@ importing the package costs nothing and ``sci-ingest parse`` stays fast.
 
 from __future__ import annotations
 
+import importlib
+
 
 def lazy_exports(package: str, exports: dict[str, str], namespace: dict):
     """``(__getattr__, __dir__)`` for a package whose public names are ``exports``."""
@@ -15,8 +17,6 @@ def lazy_exports(package: str, exports: dict[str, str], namespace: dict):
         target = exports.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        import importlib
-
         module, _, attribute = target.partition(":")
         value = getattr(importlib.import_module(module), attribute)
         namespace[name] = value  # the next access is a plain lookup

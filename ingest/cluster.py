@@ -19,7 +19,6 @@ from typing import Iterator
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
 from ingest import plugins
-from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
 
@@ -40,7 +39,7 @@ def dask_client(scheduler_address: str | None = None,
     8787, which another cluster may hold), and shut it down at exit.  The client is not made the
     global default.
     """
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.5 s
 
     if scheduler_address:
         try:
@@ -53,7 +52,7 @@ def dask_client(scheduler_address: str | None = None,
             client.close()
         return
 
-    import dask
+    import dask  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; dask costs 0.1 s
 
     with _main_not_rerun():
         yield from _local_client(dask, Client, LocalCluster, n_workers)
@@ -139,6 +138,8 @@ def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
     if here:
         prepare()
     if uri:
+        from ingest.store.mongo import db_errors, shared_client  # noqa: PLC0415 - lazy: analytics.validation imports this module and must not import pymongo (tests/test_validate.py); pymongo costs 0.12 s
+
         with db_errors("connecting", uri=uri):
             shared_client(uri).admin.command("ping")
     return len(replies)
@@ -153,10 +154,10 @@ def _plugin_warm_up(purpose: str):
 
 def import_for_load() -> bool:
     """Import the loader and the parsers (run on every worker: importing is its purpose)."""
-    import ingest.documents  # noqa: F401
-    import ingest.load.run  # noqa: F401
-    import ingest.parsers.materials  # noqa: F401
-    import ingest.parsers.pasta  # noqa: F401
+    import ingest.documents  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import ingest.load.run  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import ingest.parsers.materials  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import ingest.parsers.pasta  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
 
     return True
 

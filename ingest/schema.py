@@ -156,7 +156,7 @@ def coerce(value: Any, kind: str) -> Any:
 
 
 def _arrow_type(kind: str):
-    import pyarrow as pa
+    import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads ingest.schema; pyarrow costs 0.22 s
 
     return {
         "string": pa.string(),
@@ -216,8 +216,8 @@ class Schema:
 
     def frame(self, values: dict[str, list] | None = None):
         """A pandas frame with the declared dtypes (empty when ``values`` is None)."""
-        import pandas as pd
-        import pyarrow as pa
+        import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
+        import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads ingest.schema; pyarrow costs 0.22 s
 
         values = values or {}
         arrays = [pa.array(values.get(c.name, []), type=_arrow_type(c.kind)) for c in self.columns]
@@ -243,8 +243,8 @@ def require_columns(df, columns: Iterable[str], what: str) -> None:
 
 def conform(df, dtypes: dict[str, str]):
     """Exactly the declared columns, in order, with the declared dtypes."""
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # noqa: PLC0415 - lazy: --help reads ingest.schema; numpy costs 0.1 s
+    import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
 
     n = len(df)
     columns = {}
@@ -256,7 +256,7 @@ def conform(df, dtypes: dict[str, str]):
 
 def empty(dtypes: dict[str, str]):
     """An empty frame with ``dtypes``."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
 
     return conform(pd.DataFrame(), dtypes)
 
@@ -342,7 +342,7 @@ def output_dtypes(columns: Iterable[OutputColumn]) -> dict[str, str]:
 def output_arrow_schema(columns: Iterable[OutputColumn], extra: Iterable[tuple[str, str, str, str]] = ()):
     """The Arrow schema of an output declaration (and ``extra`` columns declared the same way, e.g.
     ``run_id``): one field per column of its kind's type, with ``meaning`` and ``unit`` as field metadata."""
-    import pyarrow as pa
+    import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads ingest.schema; pyarrow costs 0.22 s
 
     return pa.schema([pa.field(name, _arrow_type(OUTPUT_DTYPES[dtype][1]),
                                metadata={"meaning": meaning, "unit": unit})

@@ -18,7 +18,12 @@ from __future__ import annotations
 import glob as globlib
 import math
 
+from ingest.config import Settings
 from ingest.errors import ConfigError
+from ingest.load.plan import discover
+from ingest.store.connection import database
+from ingest.store.ledger import Ledger
+from ingest.store.mongo import Retry
 
 __all__ = ["REPROCESS", "plan_backfill", "batches"]
 
@@ -38,12 +43,6 @@ def batches(files: list[str], batch_files: int, max_batches: int) -> list[list[s
 def plan_backfill(paths: list[str] | None, pattern: str | None, reprocess: str, batch_files: int,
                   max_batches: int, mongo_uri: str | None = None, log=print) -> dict:
     """The batches of a manual backfill, and what was left out and why."""
-    from ingest.config import Settings
-    from ingest.store.connection import database
-    from ingest.store.ledger import Ledger
-    from ingest.load.plan import discover
-    from ingest.store.mongo import Retry
-
     if reprocess not in REPROCESS:
         raise ConfigError(f"reprocess is one of {', '.join(REPROCESS)}, not {reprocess!r}")
     named = list(paths or [])

@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from ingest.errors import ConfigError
+from ingest.server.access import load_credentials, with_credentials
+from ingest.server.embedded import start_background
+
 __all__ = ["airflow_env", "run_local", "admin_password", "COMPONENTS"]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,9 +104,6 @@ def admin_password(state_dir: Path, timeout: float = 0.0) -> str | None:
 
 
 def _embedded_uri(settings, log) -> str:
-    from ingest.server.access import load_credentials, with_credentials
-    from ingest.server.embedded import start_background
-
     state = start_background(settings.state_dir)
     log(f"MongoDB: the embedded SecantusDB server, pid {state['pid']}, {state['uri']} "
         "(`sci-ingest server stop` stops it)")
@@ -111,8 +112,6 @@ def _embedded_uri(settings, log) -> str:
 
 def run_local(settings, port: int = DEFAULT_PORT, log=print) -> int:
     """Run Airflow until Ctrl-C (or SIGTERM); returns the exit code."""
-    from ingest.errors import ConfigError
-
     mongo_uri = settings.mongo_uri or _embedded_uri(settings, log)
     env = airflow_env(settings.state_dir, port, mongo_uri)
     airflow = str(Path(sys.executable).parent / "airflow")

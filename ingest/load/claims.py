@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+import psutil
+
 from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.errors import SciIngestError
 from ingest.store.mongo import Retry, claim
@@ -70,8 +72,6 @@ class Owner:
 
     @classmethod
     def this_process(cls, run_id: str, slot: int = 0) -> "Owner":
-        import psutil
-
         return cls(run_id=run_id, host=socket.gethostname(), pid=os.getpid(),
                    started=psutil.Process().create_time(), slot=slot)
 
@@ -80,8 +80,6 @@ def is_dead(owner: dict | None) -> bool:
     """True when ``owner`` is a process of this host that no longer runs."""
     if not owner or owner.get("host") != socket.gethostname():
         return False
-    import psutil
-
     try:
         process = psutil.Process(int(owner["pid"]))
         if abs(process.create_time() - float(owner["started"])) > 1.0:

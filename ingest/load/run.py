@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from tqdm import tqdm
+
 from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
 from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
@@ -313,7 +315,7 @@ def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], da
         if dask is None:
             results = (load_group(job, keys, new) for keys, new in zip(groups, news))
         else:
-            from dask.distributed import as_completed
+            from dask.distributed import as_completed  # noqa: PLC0415 - lazy: a load with nothing new starts no cluster; distributed costs 0.5 s
 
             futures = dask.map(load_group, [job] * len(groups), groups, news, pure=False)
             _PENDING.update(futures)
@@ -350,8 +352,6 @@ def _log_warnings(outcome: FileOutcome, log) -> None:
 def _progress(total: int, enabled: bool):
     if not enabled or not total:
         return None
-    from tqdm import tqdm
-
     return tqdm(total=total, desc="load", unit="file", disable=None, leave=False)
 
 
