@@ -1,9 +1,10 @@
 """The catalog: every MongoDB collection sci-ingest owns, its indexes and its shard key.
 
-Each collection is named here once; every other module takes the name from
-here.  The only collections not listed are the outputs of the analyses, which
-each analysis declares itself (``analytics.registry``; ``sci-ingest analyze
---list`` shows them), so that adding an analysis touches one module.
+Each collection is named once, in :mod:`ingest.store.names` (the bottom of
+:mod:`ingest.store`, so that :mod:`ingest.store.curated` can name them); every
+other module takes the name from here.  The only collections not listed are the
+outputs of the analyses, which each analysis declares itself (``analytics.registry``;
+``sci-ingest analyze --list`` shows them), so that adding an analysis touches one module.
 
 ========================  ==============================================================
 collection                one document per
@@ -32,25 +33,14 @@ keeps them.
 
 from __future__ import annotations
 
+from ingest.store.curated import query_indexes
+from ingest.store.names import (BATCHES, CLAIMS, DATA_COLLECTIONS, HITS, LEDGER, MATERIALS, META, SEARCHES, TASKS,
+                                TIMINGS, VALIDATION, VERSIONS)
+
 __all__ = [
     "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES", "META",
     "DATA_COLLECTIONS", "LOAD_INDEXES", "QUERY_INDEXES", "INDEXES", "SHARD_KEYS",
 ]
-
-SEARCHES = "searches"
-HITS = "hits"
-MATERIALS = "materials"
-TASKS = "tasks"
-LEDGER = "ingest_files"
-TIMINGS = "stage_timings"
-VALIDATION = "validation_runs"
-CLAIMS = "ingest_claims"
-VERSIONS = "ingest_versions"
-BATCHES = "ingest_batches"
-META = "ingest_meta"
-
-#: The collections that hold loaded input (the rest is bookkeeping and outputs).
-DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
 
 Index = list[tuple[str, int]]
 
@@ -68,24 +58,12 @@ LOAD_INDEXES: dict[str, list[Index]] = {
     VALIDATION: [[("run_id", 1)]],
 }
 
-#: What analysts' questions and the analyses need (built after a bulk load):
-#: ``QUERY_INDEXES`` and ``INDEXES`` (every secondary index, by collection) are derived
-#: from the curated declarations of :mod:`ingest.store.curated` (each index next to the
-#: questions it answers), on first use (:func:`__getattr__`), so that importing the
-#: catalog stays free and the curated module may name the collections from here.
-QUERY_INDEXES: dict[str, list[Index]]
-INDEXES: dict[str, list[Index]]
-
-
-def __getattr__(name: str):
-    if name in ("QUERY_INDEXES", "INDEXES"):
-        from ingest.store.curated import query_indexes
-
-        query = query_indexes()
-        every = {coll: LOAD_INDEXES.get(coll, []) + query.get(coll, []) for coll in {**LOAD_INDEXES, **query}}
-        globals().update(QUERY_INDEXES=query, INDEXES=every)
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: What analysts' questions and the analyses need (built after a bulk load), derived from the
+#: curated declarations of :mod:`ingest.store.curated` (each index next to the questions it answers).
+QUERY_INDEXES: dict[str, list[Index]] = query_indexes()
+#: Every secondary index, by collection.
+INDEXES: dict[str, list[Index]] = {coll: LOAD_INDEXES.get(coll, []) + QUERY_INDEXES.get(coll, [])
+                                   for coll in {**LOAD_INDEXES, **QUERY_INDEXES}}
 
 
 #: Hashed shard keys for a sharded cluster: searches and their hits spread evenly,

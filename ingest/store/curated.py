@@ -38,15 +38,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from ingest.store import catalog as _catalog
+from ingest.plugins import curated_outputs
+from ingest.schema import KINDS, OUTPUT_DTYPES
+from ingest.store import names as _names
 
 __all__ = ["Field", "Question", "Curated", "DATA", "get", "all_curated", "names", "query_indexes", "markdown",
            "UnknownCollection", "dtype_kind"]
 
-#: The kinds a field can have (:data:`ingest.schema.KINDS`, repeated so this module imports nothing).
-#: ``date``: a BSON date (UTC); queried with ISO 8601 strings (``last_updated >= "2024-01-01"``),
-#: exported as Arrow ``timestamp[ms, tz=UTC]``.
-KINDS = ("string", "float64", "int64", "bool", "list<string>", "date")
 
 Index = tuple[tuple[str, int], ...]
 
@@ -173,7 +171,7 @@ def _l(name, path, meaning):
 
 # ------------------------------------------------------------------ the data collections
 HITS = Curated(
-    name=_catalog.HITS,
+    name=_names.HITS,
     one_per="hit of a query (its first HSP is the best: `evalue`, `identity`, ... are that HSP's)",
     fields=(
         _s("id", "_id", "the hit's key: `<search_id>:<rank>`"),
@@ -216,7 +214,7 @@ HITS = Curated(
 )
 
 SEARCHES = Curated(
-    name=_catalog.SEARCHES,
+    name=_names.SEARCHES,
     one_per="query block of a `-m 10` file",
     fields=(
         _s("search_id", "_id", "the search's key: `<sha256 of the file, 20 hex>:<query_index>`"),
@@ -246,7 +244,7 @@ SEARCHES = Curated(
 )
 
 MATERIALS = Curated(
-    name=_catalog.MATERIALS,
+    name=_names.MATERIALS,
     one_per="material (and the entries, spectra, phonon documents about one: `doc_type`)",
     fields=(
         _s("id", "_id", "the document's key: the material id, or entry:/xas:/phonon: + an id"),
@@ -291,7 +289,7 @@ MATERIALS = Curated(
 )
 
 TASKS = Curated(
-    name=_catalog.TASKS,
+    name=_names.TASKS,
     one_per="calculation task",
     fields=(
         _s("task_id", "task_id", "the task's id"),
@@ -336,8 +334,6 @@ def query_indexes() -> dict[str, list[list[tuple[str, int]]]]:
 def dtype_kind(dtype: str) -> str | None:
     """The kind of an output column's declared dtype (:data:`ingest.schema.OUTPUT_DTYPES`: every
     declarable dtype has one, a list column's ``list<string>`` included), or None for any other dtype."""
-    from ingest.schema import OUTPUT_DTYPES
-
     found = OUTPUT_DTYPES.get(str(dtype))
     return found[1] if found else None
 
@@ -360,28 +356,6 @@ class OutputCollection(Curated):
         return described
 
 
-def _from_analysis(analysis) -> Curated:
-    from analytics.registry import RUN_ID
-
-    fields, notes = [], []
-    for column in [*analysis.outputs, RUN_ID]:  # each declared (name, dtype, meaning, unit), checked
-        if not str(column.name).isidentifier():
-            notes.append(f"column {column.name!r}: its name is not an identifier; not queryable by name "
-                         "(a raw `path` is)")
-            continue
-        key = "; the document's `_id` too" if column.name == analysis.output_id else ""
-        fields.append(OutputField(column.name, column.name, column.kind, column.meaning + key, column.unit))
-    return OutputCollection(
-        name=analysis.output,
-        one_per=f"row of the `{analysis.name}` analysis: {analysis.description}",
-        fields=tuple(fields),
-        questions=tuple(Question(q) for q in analysis.questions),
-        extra_indexes=tuple(tuple((f, int(d)) for f, d in ix) for ix in analysis.indexes),
-        source=analysis.name,
-        notes=tuple(notes),
-    )
-
-
 def outputs_markdown(collections=None) -> str:
     """The README's tables of the analyses' outputs: per output its fields with their kinds, units
     and meanings (as the analyses declare them), then its questions and indexes."""
@@ -400,9 +374,8 @@ def outputs_markdown(collections=None) -> str:
 
 
 def _outputs() -> dict[str, Curated]:
-    from analytics.registry import all_analyses
-
-    return {a.output: _from_analysis(a) for a in all_analyses()}
+    """The analyses' outputs, as the installed plugins declare them (:mod:`ingest.plugins`)."""
+    return {c.name: c for c in curated_outputs()}
 
 
 class UnknownCollection(KeyError):
