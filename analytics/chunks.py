@@ -21,6 +21,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from bson import MaxKey, MinKey
+
 from analytics.partitions import PartitionSpec
 from ingest.schema import Column, Schema
 from ingest.errors import DatabaseError, ServerUnavailable
@@ -75,8 +77,6 @@ def table_from(entry: dict, rows: list[dict]) -> ChunkTable | None:
     None unless the key is one hashed field and the chunks cover the whole
     hashed range, MinKey to MaxKey, without gap or overlap.
     """
-    from bson import MaxKey, MinKey
-
     if not entry or entry.get("dropped") or not entry.get("key"):
         return None
     key = list(dict(entry["key"]).items())

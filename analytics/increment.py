@@ -33,10 +33,13 @@ started.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pymongo import ReplaceOne
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
@@ -78,7 +81,7 @@ def _ledger(uri: str, db_name: str):
 
 
 def _parquet_layout_ok(path: Path, analysis) -> bool:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
 
     try:
         found = pq.read_schema(path)
@@ -143,11 +146,9 @@ def scoped_filter(analysis, scope: Scope) -> dict | None:
 def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_dir: Path, scope: Scope,
                     metadata: dict, documents) -> tuple[str, Path]:
     """Replace the changed groups' rows in the output collection and the Parquet file."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from pymongo import ReplaceOne
-
+    import pyarrow as pa  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
+    import pyarrow.compute as pc  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
+    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
 
     final = Path(out_dir) / analysis.parquet_name
     tmp_file = final.with_name(f".{analysis.name}.{uuid.uuid4().hex[:12]}.parquet.tmp")
@@ -205,6 +206,4 @@ def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
 
 
 def _json(value) -> bytes:
-    import json
-
     return json.dumps(value, default=str).encode()

@@ -209,7 +209,7 @@ def read_partition(spec: PartitionSpec):
         if len(schema):
             return schema.frame(schema.read(cursor))
         docs = list(cursor)
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pandas costs 0.3 s
 
     return pd.json_normalize(docs) if docs else pd.DataFrame()
 
@@ -220,7 +220,7 @@ def read_collection(specs: list[PartitionSpec], meta=None):
     Note that Dask (``dataframe.convert-string``, on by default) turns the
     ``str`` columns into ``string[pyarrow]``, in ``meta`` and partitions alike.
     """
-    import dask.dataframe as dd
+    import dask.dataframe as dd  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); dask.dataframe costs 1 s
 
     specs = list(specs)
     if meta is None:

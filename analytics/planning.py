@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from bson import MaxKey, MinKey
+
 from ingest.schema import Column, Schema
 from ingest.errors import ConfigError
 from ingest.store.mongo import db_errors, shared_client
@@ -131,8 +133,6 @@ def default_partitions(threads: int, count: int) -> int:
 
 def probe(db, collection: str, key: str, query: dict | None = None) -> Capabilities:
     """Ask the server, by ``explain``, whether ``key`` ranges can be sought and sampled cheaply."""
-    from bson import MaxKey, MinKey
-
     stages: set[str] = set()
     flags: dict[str, bool] = {}
     find = {"find": collection, "filter": range_filter(query, key, {"$gte": MinKey(), "$lte": MaxKey()})}

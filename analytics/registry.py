@@ -76,6 +76,7 @@ from typing import Any, Callable
 from ingest.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
                               output_dtypes)
 from ingest.errors import AnalysisError, ConfigError
+import analytics.analyses as analyses_package
 
 __all__ = ["Analysis", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
            "select_analyses", "concat_by_id", "gather_partials", "output_table", "RUN_ID"]
@@ -269,7 +270,7 @@ def concat_by_id(analysis: Analysis, partials: list):
 
     An id met in two partitions is an error (the partitioning split a group).
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - lazy: --help reads analytics.registry (the plugin); pandas costs 0.3 s
 
     frames = [p for p in partials if len(p)]
     if not frames:
@@ -285,7 +286,7 @@ def output_table(analysis: Analysis, frame, run_id: str):
     """``frame`` and its ``run_id`` as the Arrow table the Parquet file holds, of the declared schema
     (:attr:`Analysis.arrow_schema`): a list column is ``list<string>`` even when every
     list is empty or there is no row (inferred from the values it would be ``list<null>``, or ``null``)."""
-    import pyarrow as pa  # lazy: the registry is read by `sci-ingest --help` and `query`; pyarrow costs 0.2 s
+    import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads analytics.registry (the plugin); pyarrow costs 0.22 s
 
     schema = analysis.arrow_schema
     frame = frame.loc[:, [name for name in schema.names if name != "run_id"]]
@@ -310,13 +311,11 @@ _FOUND: dict[str, Analysis] | None = None
 def _discover() -> dict[str, Analysis]:
     global _FOUND
     if _FOUND is None:
-        import analytics.analyses as package
-
         found: dict[str, Analysis] = {}
-        for info in pkgutil.iter_modules(package.__path__):
+        for info in pkgutil.iter_modules(analyses_package.__path__):
             if info.name.startswith("_"):
                 continue
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            module = importlib.import_module(f"{analyses_package.__name__}.{info.name}")
             analysis = getattr(module, "ANALYSIS", None)
             if not isinstance(analysis, Analysis):
                 raise ConfigError(f"{module.__name__} declares no ANALYSIS = Analysis(...)")

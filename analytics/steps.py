@@ -61,11 +61,12 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
 
 def prepare_for_analyses() -> bool:
     """Import what the analyses need and walk each one's code once (on every worker, and here)."""
-    import bson  # noqa: F401  (warm-up: importing is this function's purpose, on each worker)
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-    import pyarrow.pandas_compat  # noqa: F401  (first used by Table.from_pandas when an output is published)
+    import bson  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import pandas  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import pyarrow  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import pyarrow.parquet  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    # pyarrow.pandas_compat: first used by Table.from_pandas when an output is published
+    import pyarrow.pandas_compat  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
 
     for analysis in all_analyses():  # imports every analysis module
         try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily

@@ -22,6 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import bson
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+
 from ingest.schema import Column, Schema, get_path
 from ingest.store.mongo import db_errors, shared_client
 
@@ -60,10 +64,6 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
     them, and whoever handles the chunk (a Dask worker) decodes it with
     :func:`chunk_frame`, so decoding runs in parallel with the read.
     """
-    from bson.codec_options import CodecOptions
-    from bson.raw_bson import RawBSONDocument
-
-
     schema = Schema(spec.columns)
     path = spec.group_path
     sort = [(path, 1)] if path and spec.sorted else None
@@ -90,8 +90,6 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
 
 def chunk_frame(columns: tuple[Column, ...], raw: bytes):
     """The typed frame of one raw chunk (runs where the chunk is handled, e.g. on a Dask worker)."""
-    import bson
-
     schema = Schema(columns)
     return schema.frame(schema.read(bson.decode_all(raw)))
 
@@ -100,7 +98,5 @@ _UNSET = object()
 
 
 def _raw_path(doc, path: str):
-    import bson
-
     return get_path(bson.decode(doc.raw), path)
 

@@ -57,10 +57,10 @@ def png_uri(data: bytes) -> str:
 
 def figure_uri(fig, dpi: int = 100) -> str:
     """A matplotlib figure as a PNG ``data:`` URI; the figure is closed."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: the Agg backend is chosen here, before pyplot, not at import; matplotlib costs 0.22 s
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the Agg backend is chosen here, before pyplot, not at import; matplotlib costs 0.22 s
 
     buf = io.BytesIO()
     try:

@@ -46,7 +46,7 @@ def _as_number(value: Any) -> tuple[float, bool]:
 
 def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None = None):
     """The suite's DataFrame from raw documents, and whether ``max_rows`` cut it short."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - lazy: importing analytics.validation must not import pandas (tests/test_validate.py); it costs 0.3 s
 
     rows: list[list] = []
     truncated = False

@@ -64,8 +64,8 @@ def raw_chunks(coll, query: dict, projection: dict, chunk_rows: int = DEFAULT_CH
     Errors of the read are raised here, in the consumer.  Leaving the loop early
     stops the reader.
     """
-    from bson.codec_options import CodecOptions
-    from bson.raw_bson import RawBSONDocument
+    from bson.codec_options import CodecOptions  # noqa: PLC0415 - lazy: importing analytics.validation must not import bson (tests/test_validate.py); it costs 6 ms
+    from bson.raw_bson import RawBSONDocument  # noqa: PLC0415 - lazy: importing analytics.validation must not import bson (tests/test_validate.py); it costs 6 ms
 
     raw = coll.with_options(codec_options=CodecOptions(document_class=RawBSONDocument))
     chunks: queue.Queue = queue.Queue(maxsize=QUEUED_CHUNKS)
@@ -138,7 +138,7 @@ def engine():
 
 def check_chunk(spec: SuiteSpec, raw: bytes, sample_size: int, max_rows: int | None = None) -> ChunkResult:
     """Decode one raw chunk, build the suite's rows and check them (runs on a Dask worker, or here)."""
-    import bson
+    import bson  # noqa: PLC0415 - lazy: importing analytics.validation must not import bson (tests/test_validate.py); it costs 6 ms
 
     docs = bson.decode_all(raw)
     frame, truncated = build_frame(spec, docs, max_rows)
@@ -155,7 +155,7 @@ def check_chunk(spec: SuiteSpec, raw: bytes, sample_size: int, max_rows: int | N
 
 def _unique_hashes(exp: dict, frame):
     """(uint64 hashes of the non-missing values or rows, rows left out) for a uniqueness expectation."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 - lazy: importing analytics.validation must not import pandas (tests/test_validate.py); it costs 0.3 s
 
     kwargs = exp["kwargs"]
     if exp["type"] == "expect_column_values_to_be_unique":
@@ -217,7 +217,7 @@ class Accumulator:
 
     def finish(self) -> tuple[dict, list[dict]]:
         """(statistics, result dicts) for the whole suite."""
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - lazy: importing analytics.validation must not import numpy (tests/test_validate.py); it costs 0.1 s
 
         results = []
         for i, result in enumerate(self.merged):
