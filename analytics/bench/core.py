@@ -22,8 +22,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
+
+import psutil
 
 __all__ = ["Experiment", "Plot", "Published", "Context", "SIZES", "machine", "software", "new_run_id"]
 
@@ -115,8 +118,6 @@ def new_run_id(name: str, now: datetime | None = None) -> str:
 
 def machine() -> dict:
     """Cores, memory, OS, CPU model and load of this machine."""
-    import psutil
-
     info = {
         "cores": os.cpu_count(),
         "memory_bytes": psutil.virtual_memory().total,
@@ -144,8 +145,6 @@ def _cpu_model() -> str:
 
 def software() -> dict:
     """Python and the versions of the packages the experiments use."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"python": sys.version.split()[0]}
     for dist in ("sci-ingest", "pymongo", "dask", "distributed", "pandas", "pyarrow", "hdrhistogram", "SecantusDB",
                  "matplotlib"):  # fmt: skip

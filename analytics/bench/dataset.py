@@ -50,6 +50,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bson
+import numpy as np
+import pandas as pd
+
 from ingest.store.catalog import HITS, MATERIALS, QUERY_INDEXES, SEARCHES
 from analytics.partitions import read_collection
 from analytics.planning import plan_reads
@@ -171,9 +175,6 @@ class BenchData:
         return searches, hits
 
     def _insert(self, db, collection: str, docs: list[dict]) -> None:
-        import bson
-
-
         tally = self.tally[collection]
         with db_errors(f"inserting bench documents into {self.db_name}.{collection}", uri=self.uri):
             for start in range(0, len(docs), BATCH):
@@ -263,8 +264,7 @@ def run_stage(analysis, client, uri: str, db_name: str, *, partitions: int | Non
     else one stream in chunks of ``chunk_rows`` (sorted on the group key, if any, so a
     group is never split).
     """
-    from dask import delayed
-
+    from dask import delayed  # noqa: PLC0415 - lazy: bench list imports every experiment (this module with them); dask costs 0.1 s
 
     started = time.perf_counter()
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=analysis.partition_key,
@@ -288,9 +288,6 @@ def run_stage(analysis, client, uri: str, db_name: str, *, partitions: int | Non
 def frames_equal(a, b, key: str, rtol: float = 1e-9, atol: float = 1e-9) -> tuple[bool, str]:
     """Whether two output frames hold the same rows (sorted on ``key``): numbers within a
     tolerance (NaN equal to NaN), everything else exactly (missing equal to missing); and why not."""
-    import numpy as np
-    import pandas as pd
-
     if list(a.columns) != list(b.columns):
         return False, f"columns differ: {list(a.columns)} vs {list(b.columns)}"
     if len(a) != len(b):

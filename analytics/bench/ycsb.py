@@ -50,6 +50,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from analytics.bench.latency import Latency
 from ingest.store.mongo import close_client, connect, db_errors
 
@@ -176,8 +178,6 @@ def zeta(st: int, n: int, theta: float, initial: float = 0.0) -> float:
     (numpy in chunks above a few thousand terms: a full-size run's zeta has millions)."""
     if n - st < 4096:
         return initial + sum(1.0 / (i + 1) ** theta for i in range(st, n))
-    import numpy as np
-
     total = initial
     for lo in range(st, n, 1 << 20):
         i = np.arange(lo + 1, min(n, lo + (1 << 20)) + 1, dtype=np.float64)

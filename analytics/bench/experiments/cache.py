@@ -39,6 +39,8 @@ import os
 import random
 import time
 
+import psutil
+
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.latency import Latency
 from ingest.errors import DatabaseError
@@ -147,8 +149,6 @@ class _Server:
         WiredTiger cache's use where serverStatus reports it."""
         out: dict = {}
         if self.server is not None and self.server.process is not None:
-            import psutil
-
             try:
                 out["server_rss_mb"] = round(psutil.Process(self.server.process.pid).memory_info().rss / 2**20, 1)
             except psutil.Error:

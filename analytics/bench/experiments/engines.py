@@ -34,6 +34,8 @@ from __future__ import annotations
 import statistics
 import time
 
+import pandas as pd
+
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.analyses.oxide_formation_energy import MATERIALS_ONLY
 from analytics.bench.dataset import BenchData, frames_equal
@@ -136,8 +138,6 @@ PIPELINES = {"oxide_formation_energy": oxide_pipeline, "best_hits": best_hits_pi
 
 # ------------------------------------------------------------------ the engines
 def _frame(analysis, rows: list[dict]):
-    import pandas as pd
-
 
     if not rows:
         return empty(analysis.output_types)
@@ -163,8 +163,6 @@ def by_pandas(analysis, uri: str, db_name: str):
 
 def by_dask(analysis, client, uri: str, db_name: str, out_dir, run_id: str):
     """The project's runner; its output read back from the Parquet file it published."""
-    import pandas as pd
-
 
     result = run_analysis(analysis, client, uri, db_name, run_id, out_dir)
     return conform(pd.read_parquet(result.parquet_path).drop(columns=["run_id"]), analysis.output_types)

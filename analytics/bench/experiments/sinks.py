@@ -34,6 +34,10 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.dataset import frames_equal, BenchData
 from analytics.partitions import read_partition
@@ -51,33 +55,25 @@ SINKS = ("mongo-to-mongo", "mongo-to-parquet", "copy-first")
 
 # ------------------------------------------------------------------ worker functions (module level: picklable)
 def _arrow_mapping():
-    import pandas as pd
-    import pyarrow as pa
-
     lists = pa.list_(pa.string())
     return {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype(), lists: pd.ArrowDtype(lists)}.get
 
 
 def write_part(frame, path: str) -> int:
     """Write one partition to a Parquet file (runs on a worker); its rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
     return len(frame)
 
 
 def read_part(path: str):
     """One Parquet partition back into the frame the reader makes (Arrow-backed lists, nullable ints)."""
-    import pyarrow.parquet as pq
-
     return pq.read_table(path).to_pandas(types_mapper=_arrow_mapping())
 
 
 # ------------------------------------------------------------------ phases
 def _wait(client, futures: list) -> None:
     """Until every future is done (``distributed.wait`` with ``client``, which is not the default one)."""
-    from distributed import wait
+    from distributed import wait  # noqa: PLC0415 - lazy: bench list imports every experiment; distributed costs 0.5 s
 
     with client.as_current():
         wait(futures)
@@ -116,9 +112,6 @@ def write_mongo(uri: str, db_name: str, collection: str, frame, id_column: str, 
 
 def write_parquet(path: Path, frame, run_id: str) -> int:
     """The output as one Parquet file (written to a temporary name, then renamed); rows in its footer."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     tmp = path.with_name(path.name + ".part")
     pq.write_table(pa.Table.from_pandas(frame.assign(run_id=run_id), preserve_index=False), tmp)
     tmp.replace(path)

@@ -98,8 +98,6 @@ def _guarded(target, barrier, results, index, args) -> None:
     try:
         results.put((index, True, target(barrier, index, *args)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        from ingest.errors import DatabaseError
-
         results.put((index, False, (isinstance(exc, DatabaseError), f"{type(exc).__name__}: {exc}")))
         barrier.abort()
 
