@@ -16,13 +16,14 @@ from __future__ import annotations
 import pandas as pd
 
 from ingest.schema import Column
+from ingest.store import curated
 
 __all__ = ["COLUMNS", "GROUP_KEY", "one_copy"]
 
 COLUMNS = (
-    Column("search_id", "search_id", "string"),
-    Column("search_fingerprint", "search_fingerprint", "string"),
-    Column("rank", "rank", "int64"),
+    curated.HITS.column("search_id"),
+    Column("search_fingerprint", "search_fingerprint", "string"),  # not an analyst's field: the copies' key
+    curated.HITS.column("rank"),
 )
 GROUP_KEY = "search_fingerprint"
 

@@ -233,3 +233,28 @@ def test_the_numeric_key_probe_tells_the_truth(mongo_uri, seeded):
     assert numeric_keys_exact(seeded, info) == (through_index == scanned)
     if info.kind != "SecantusDB":
         assert through_index == scanned
+
+
+def test_the_analyses_take_curated_paths_from_the_curated_declarations():
+    """One vocabulary: a document path the curated collections declare (with its kind) is not
+    declared again by an analysis, which names the field instead (``curated.HITS.columns(...)``)."""
+    import ast
+
+    declared = {f.path: f"{c.name}.{f.name}" for c in curated.DATA.values() for f in c.fields}
+    # a task's _id (its id) is no curated field of tasks, whose task_id is the field of that name
+    not_curated_there = {("analytics/analyses/formula_consistency.py", "task_id", "_id")}
+    again = []
+    for path in sorted((REPO / "analytics").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Column"
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in declared
+                    and (str(path.relative_to(REPO)), getattr(node.args[0], "value", None), node.args[1].value)
+                    not in not_curated_there):
+                again.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.args[1].value} "
+                             f"(curated as {declared[node.args[1].value]})")
+    assert not again, "declared again outside ingest/store/curated.py:\n" + "\n".join(again)
+    from analytics.analyses import best_hits
+
+    assert best_hits.COLUMNS[0] == curated.HITS.column("search_id")  # and the analyses do read them from there
+    assert curated.HITS.column("score", kind="float64").path == "hsps.0.score"

@@ -15,25 +15,22 @@ asked to partition on another key.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis
-from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store import curated
 from ingest.store.catalog import HITS
 from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError
 
+#: The hits' fields it reads, as the curated declaration names them (paths and kinds declared there
+#: once); the raw score is read as a float: its quantiles and mean are.
 COLUMNS = (
-    Column("search_id", "search_id", "string"),
-    Column("query_id", "query_id", "string"),
-    Column("library", "library", "string"),
-    Column("program", "program", "string"),
-    Column("rank", "rank", "int64"),
-    Column("hit_id", "hit_id", "string"),
-    Column("score", "hsps.0.score", "float64"),
-    Column("evalue", "hsps.0.evalue", "float64"),
-    Column("bits", "hsps.0.bits", "float64"),
-    Column("identity", "hsps.0.identity", "float64"),
+    *curated.HITS.columns("search_id", "query_id", "library", "program", "rank", "hit_id"),
+    curated.HITS.column("score", kind="float64"),
+    *curated.HITS.columns("evalue", "bits", "identity"),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 
@@ -112,11 +109,10 @@ def best_hits(df: pd.DataFrame) -> pd.DataFrame:
 def plot_best_hits(frame: pd.DataFrame):
     """The output as a figure (``sci-ingest report``): histograms of each search's best-hit
     score (log bins when the scores span more than two decades) and best-hit identity."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     matplotlib.use("Agg")
-    import numpy as np
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     fig = Figure(figsize=(9.0, 3.6))
     score_ax, ident_ax = fig.subplots(1, 2)

@@ -47,6 +47,7 @@ parse; linked tasks without a usable formula are counted per link.
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 from typing import Iterable, NamedTuple
 
@@ -54,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis, Side, gather_partials
+from ingest.store import curated
 from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.store.catalog import MATERIALS, TASKS
 from ingest.documents.materials import ELEMENTS
@@ -73,17 +75,15 @@ def amount_columns(path: str) -> tuple[Column, ...]:
 
 
 COLUMNS = (
-    Column("material_id", "_id", "string"),
-    Column("formula_pretty", "formula_pretty", "string"),
-    Column("elements", "elements", "list<string>"),
-    Column("task_ids", "task_ids", "list<string>"),
+    curated.MATERIALS.column("id", rename="material_id"),
+    *curated.MATERIALS.columns("formula_pretty", "elements", "task_ids"),
 ) + amount_columns("composition")
 
 TASK_COLUMNS = (
-    Column("task_id", "_id", "string"),
-    Column("formula_pretty", "formula_pretty", "string"),
+    Column("task_id", "_id", "string"),  # a task's _id is its id; the curated tasks name the task_id field
+    curated.TASKS.column("formula_pretty"),
     Column("formula_reduced_abc", "formula_reduced_abc", "string"),
-    Column("elements", "elements", "list<string>"),
+    curated.TASKS.column("elements"),
 ) + amount_columns("composition") + amount_columns("composition_unit_cell")
 
 #: The output columns: name, dtype, meaning, unit.
@@ -126,9 +126,8 @@ class Formula(NamedTuple):
 @lru_cache(maxsize=65536)
 def _parsed(source: str | tuple) -> Formula | None:
     """The Formula of a formula string or a sorted ``((element, amount), ...)`` tuple; None if invalid."""
-    import warnings
 
-    from pymatgen.core.composition import Composition
+    from pymatgen.core.composition import Composition  # noqa: PLC0415 - lazy: pymatgen costs 0.2-1 s; `query` and `analyze --list` import every analysis
 
     try:
         with warnings.catch_warnings():  # e.g. "no Pauling electronegativity for He" while ordering the formula
@@ -305,10 +304,10 @@ def formula_consistency(materials: pd.DataFrame, tasks: pd.DataFrame) -> tuple[p
 
 def plot_formula_consistency(frame: pd.DataFrame):
     """Materials by whether their linked tasks agree, and the linked tasks by outcome."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     def total(column: str) -> int:
         return int(pd.to_numeric(frame[column], errors="coerce").fillna(0).sum())

@@ -43,6 +43,7 @@ diagram pymatgen could not build (its documents).
 
 from __future__ import annotations
 
+import warnings
 import math
 from itertools import combinations
 
@@ -51,18 +52,15 @@ import pandas as pd
 
 from analytics.analyses.formula_consistency import amount_columns, compositions, document_formula, usable_amounts
 from analytics.registry import Analysis, gather_partials
-from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store import curated
 from ingest.store.catalog import MATERIALS
 from ingest.errors import AnalysisError
 
 COLUMNS = (
-    Column("doc_id", "_id", "string"),
-    Column("material_id", "material_id", "string"),
-    Column("doc_type", "_ingest.type", "string"),
-    Column("formula_pretty", "formula_pretty", "string"),
-    Column("elements", "elements", "list<string>"),
-    Column("formation_energy_per_atom", "formation_energy_per_atom", "float64"),
-    Column("energy_above_hull", "energy_above_hull", "float64"),
+    curated.MATERIALS.column("id", rename="doc_id"),
+    *curated.MATERIALS.columns("material_id", "doc_type", "formula_pretty", "elements", "formation_energy_per_atom",
+                               "energy_above_hull"),
 ) + amount_columns("composition")
 
 #: Documents about a material's energy: material documents and entries, not spectra or phonons.
@@ -208,10 +206,9 @@ def _pack(systems: list) -> list[list]:
 # ------------------------------------------------------------------ per unit: the phase diagrams
 def hull_per_group(unit: list) -> tuple[pd.DataFrame, dict[str, int]]:
     """The rows of the documents assigned to the unit's systems, one PhaseDiagram per system."""
-    import warnings
 
-    from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram
-    from pymatgen.core.composition import Composition
+    from pymatgen.analysis.phase_diagram import PDEntry, PhaseDiagram  # noqa: PLC0415 - lazy: pymatgen costs 0.2-1 s; `query` and `analyze --list` import every analysis
+    from pymatgen.core.composition import Composition  # noqa: PLC0415 - lazy: pymatgen costs 0.2-1 s; `query` and `analyze --list` import every analysis
 
     columns = [c for c in PARTIAL_TYPES if c not in ("amounts", "formula")]
     out: dict[str, list] = {c: [] for c in columns + ["formula", "hull_system", "recomputed", "n_hull_entries"]}
@@ -307,10 +304,10 @@ def hull_summary(frame: pd.DataFrame) -> dict[str, float]:
 
 def plot_hull_energy(frame: pd.DataFrame):
     """|recomputed - stored| on a log axis (exact agreement counted apart), and stored vs recomputed."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     stored = pd.to_numeric(frame["stored"], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
     recomputed = pd.to_numeric(frame["recomputed"], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)

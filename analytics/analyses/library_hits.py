@@ -29,18 +29,13 @@ import pandas as pd
 
 from analytics import copies
 from analytics.registry import Analysis
-from ingest.schema import Column, OutputColumn, empty, output_dtypes, require_columns
+from ingest.schema import OutputColumn, empty, output_dtypes, require_columns
+from ingest.store import curated
 from ingest.store.catalog import HITS
 
 COLUMNS = (
     *copies.COLUMNS,
-    Column("query_id", "query_id", "string"),
-    Column("library", "library", "string"),
-    Column("hit_id", "hit_id", "string"),
-    Column("hit_description", "hit_description", "string"),
-    Column("hit_length", "hit_length", "int64"),
-    Column("evalue", "hsps.0.evalue", "float64"),
-    Column("identity", "hsps.0.identity", "float64"),
+    *curated.HITS.columns("query_id", "library", "hit_id", "hit_description", "hit_length", "evalue", "identity"),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 
@@ -151,10 +146,10 @@ def library_hits(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
 
 def plot_library_hits(frame: pd.DataFrame, top: int = 20):
     """The ``top`` most-hit library sequences: hits and distinct queries."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     data = frame.assign(n_hits=pd.to_numeric(frame["n_hits"], errors="coerce").fillna(0),
                         n_queries=pd.to_numeric(frame["n_queries"], errors="coerce").fillna(0))

@@ -20,14 +20,13 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis
-from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store import curated
 from ingest.store.catalog import MATERIALS
 
 COLUMNS = (
-    Column("material_id", "_id", "string"),
-    Column("elements", "elements", "list<string>"),
-    Column("formation_energy_per_atom", "formation_energy_per_atom", "float64"),
-    Column("band_gap", "band_gap", "float64"),
+    curated.MATERIALS.column("id", rename="material_id"),
+    *curated.MATERIALS.columns("elements", "formation_energy_per_atom", "band_gap"),
 )
 INPUT_COLUMNS = tuple(c.name for c in COLUMNS)
 
@@ -75,8 +74,8 @@ def _oxide_flags(elements: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     An Arrow-backed list column (what the readers produce) is answered by Arrow
     kernels without a Python call per row; anything else row by row.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # noqa: PLC0415 - lazy: only publishing needs it; `query` and `analyze --list` import every analysis (0.1 s)
+    import pyarrow.compute as pc  # noqa: PLC0415 - lazy: only publishing needs it; `query` and `analyze --list` import every analysis (0.1 s)
 
     n = len(elements)
     arrow = getattr(elements.array, "_pa_array", None)
@@ -154,10 +153,10 @@ def oxide_formation_energy(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, in
 def plot_oxides(frame: pd.DataFrame):
     """The output as a figure (``sci-ingest report``): oxides per formation-energy ceiling as
     bars, their mean band gap as points on a second axis."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: only the plot draws; `query` and `analyze --list` import every analysis, matplotlib costs 0.4 s
 
     fig = Figure(figsize=(7.5, 4.0))
     ax = fig.add_subplot()

@@ -39,7 +39,7 @@ import difflib
 from dataclasses import dataclass
 
 from ingest.plugins import curated_outputs
-from ingest.schema import KINDS, OUTPUT_DTYPES
+from ingest.schema import KINDS, OUTPUT_DTYPES, Column
 from ingest.store import names as _names
 
 __all__ = ["Field", "Question", "Curated", "DATA", "get", "all_curated", "names", "query_indexes", "markdown",
@@ -127,6 +127,19 @@ class Curated:
     @property
     def defaults(self) -> tuple[str, ...]:
         return self.default_fields or tuple(f.name for f in self.fields)
+
+    def column(self, name: str, *, kind: str | None = None, rename: str | None = None) -> Column:
+        """Field ``name`` as an analysis reads it (:class:`ingest.schema.Column`): its path and kind as
+        declared here, once.  ``kind`` reads it as another kind (``float64`` for an integer score the
+        analysis computes quantiles of); ``rename`` names its column in the frame otherwise."""
+        field = self.field(name)
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"{self.name}.{name}: unknown kind {kind!r}; expected one of {KINDS}")
+        return Column(rename or field.name, field.path, kind or field.kind)
+
+    def columns(self, *names: str) -> tuple[Column, ...]:
+        """Fields ``names`` as an analysis reads them, in that order (see :meth:`column`)."""
+        return tuple(self.column(name) for name in names)
 
     def field(self, name: str) -> Field:
         try:
