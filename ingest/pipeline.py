@@ -24,14 +24,14 @@ import datetime as dt
 import re
 import uuid
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import ConfigError, InputError, SciIngestError, ValidationFailed
+from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ValidationFailed
 from ingest.store.mongo import Retry, ServerInfo, process_alive, redact
 from ingest.timing import StageRecord, Timings, from_epoch, utcnow
 from ingest.cluster import dask_client, warm_up
@@ -40,7 +40,8 @@ from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
 from ingest.report import timing_table
 
 STEPS = ("load", "analyze", "validate")
-EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The run report's exit codes, from the one table (:class:`ingest.errors.Exit`).
+EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = Exit.OK, Exit.FATAL, Exit.PARTIAL, Exit.INTERRUPTED
 
 
 def new_run_id() -> str:
@@ -97,8 +98,6 @@ class RunReport:
 
 
 def _jsonable(obj) -> dict:
-    from dataclasses import asdict, is_dataclass
-
     data = asdict(obj) if is_dataclass(obj) else dict(obj)
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
 
@@ -248,8 +247,6 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
     run_id = run_id or new_run_id()
     options = load_options or LoadOptions()
     if force and not options.force:
-        from dataclasses import replace
-
         options = replace(options, force=True)
     with database(settings, log=log) as conn:
         report = RunReport(run_id=run_id, server=conn.info, uri=conn.uri)
