@@ -36,10 +36,10 @@ _EXPORTS = {
     "AnalysisResult": "analytics.runner:AnalysisResult",
     "dask_client": "ingest.cluster:dask_client",
     # reading MongoDB in partitions
-    "PartitionSpec": "analytics.partitions:PartitionSpec",
-    "plan_partitions": "analytics.partitions:plan_partitions",
-    "read_partition": "analytics.partitions:read_partition",
-    "read_collection": "analytics.partitions:read_collection",
+    "PartitionSpec": "analytics.reading.partitions:PartitionSpec",
+    "plan_partitions": "analytics.reading.partitions:plan_partitions",
+    "read_partition": "analytics.reading.partitions:read_partition",
+    "read_collection": "analytics.reading.partitions:read_collection",
     # validating with expectation suites
     "validate": "analytics.validation:validate",
     "load_suites": "analytics.validation:load_suites",
@@ -50,7 +50,7 @@ __all__ = sorted(_EXPORTS, key=str.casefold)
 
 if TYPE_CHECKING:
     from ingest.cluster import dask_client  # noqa: F401
-    from analytics.partitions import PartitionSpec, plan_partitions, read_collection, read_partition  # noqa: F401
+    from analytics.reading.partitions import PartitionSpec, plan_partitions, read_collection, read_partition  # noqa: F401
     from analytics.registry import (  # noqa: F401
         Analysis, UnknownAnalysis, all_analyses, analysis_names, get_analysis, select_analyses,
     )

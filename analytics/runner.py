@@ -3,11 +3,11 @@
 For an :class:`analytics.registry.Analysis` the runner
 
 1. makes sure an index leads with the partition key and asks the server, by
-   ``explain``, how to read the source (:mod:`analytics.planning`): in key
+   ``explain``, how to read the source (:mod:`analytics.reading.planning`): in key
    ranges planned from the index's bounds and a ``$sample``
-   (:mod:`analytics.partitions`; the number follows the server's document
+   (:mod:`analytics.reading.partitions`; the number follows the server's document
    estimate and the Dask threads, :func:`default_partitions`, unless fixed),
-   or as one stream cut into chunks between groups (:mod:`analytics.streaming`),
+   or as one stream cut into chunks between groups (:mod:`analytics.reading.streaming`),
    sorted on the group key only when the analysis cannot mend a split group
    (:attr:`analytics.registry.Analysis.mends_groups`: then groups that reached
    several chunks are read again whole by an ``$in`` on their keys);
@@ -57,10 +57,10 @@ from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
 from ingest.store.mongo import db_errors, shared_client
 from analytics.increment import plan_scope, publish_changes, record_scope, scoped_filter
-from analytics.partitions import range_filter, read_collection, read_partition
-from analytics.planning import default_partitions, plan_reads
+from analytics.reading.partitions import range_filter, read_collection, read_partition
+from analytics.reading.planning import default_partitions, plan_reads
 from analytics.registry import Analysis, output_table, select_analyses
-from analytics.streaming import chunk_frame, read_chunks
+from analytics.reading.streaming import chunk_frame, read_chunks
 
 __all__ = ["AnalysisResult", "analyze", "run_analysis", "apply_partition", "stream_chunks", "output_documents"]
 log = logging.getLogger(__name__)
@@ -351,7 +351,7 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     ``partition_key`` overrides the declared one (the runner then shuffles on
     the declared group key); ``partitions`` fixes the number of key ranges;
     ``read_mode`` forces ``ranges`` or ``stream`` (default: ``auto``, see
-    :mod:`analytics.planning`).  ``incremental``: only the groups of the files
+    :mod:`analytics.reading.planning`).  ``incremental``: only the groups of the files
     loaded since the analysis last ran, where it allows that (see
     :mod:`analytics.increment`; the result's ``scope`` says what was read and why).
     """

@@ -21,7 +21,7 @@ import pytest
 from analytics.analyses import best_hits as bh
 from analytics.analyses import oxide_formation_energy as ox
 from ingest.cluster import dask_client
-from analytics.partitions import (
+from analytics.reading.partitions import (
     PartitionSpec,
     meta_for,
     plan_partitions,
@@ -389,7 +389,7 @@ def test_analyze_end_to_end(mongo_uri, db, dclient, tmp_path, hits_key, partitio
     chunks of 3 documents (so search a, 4 hits, makes a chunk larger than asked).
     """
     monkeypatch.setenv("SCI_INGEST_READ_MODE", read_mode)
-    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
+    monkeypatch.setattr("analytics.reading.planning.DEFAULT_CHUNK_ROWS", 3)
     hits, (a, b, c) = _e2e_hits("9f3c2a")
     db.hits.insert_many(hits)
     db.materials.insert_many(E2E_MATERIALS)
@@ -439,7 +439,7 @@ def test_a_stream_mends_searches_whose_hits_are_scattered(mongo_uri, db, dclient
     """Hits inserted interleaved (a b c a b c a a) reach several chunks of the unsorted stream;
     the runner drops those searches' partial rows and reads them again whole."""
     monkeypatch.setenv("SCI_INGEST_READ_MODE", "stream")
-    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
+    monkeypatch.setattr("analytics.reading.planning.DEFAULT_CHUNK_ROWS", 3)
     hits, (a, b, c) = _e2e_hits("5d1e")
     by_search = [[h for h in hits if h["search_id"] == s] for s in (a, b, c)]
     scattered = [h for layer in range(4) for group in by_search for h in group[layer:layer + 1]]
@@ -459,7 +459,7 @@ def test_an_analysis_that_cannot_mend_a_group_gets_a_sorted_stream(mongo_uri, db
     from analytics.runner import run_analysis
 
     monkeypatch.setenv("SCI_INGEST_READ_MODE", "stream")
-    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 3)
+    monkeypatch.setattr("analytics.reading.planning.DEFAULT_CHUNK_ROWS", 3)
     declared = get_analysis("best_hits")
     assert declared.mends_groups  # one output row per search, keyed by it, default combine
     custom = replace(declared, combine=lambda partials: pd.concat(partials, ignore_index=True),
@@ -502,7 +502,7 @@ def test_runner_import_is_light():
 
 
 def test_default_partitions_spread_small_and_bound_large_collections():
-    from analytics.planning import MAX_ROWS_PER_PARTITION, default_partitions
+    from analytics.reading.planning import MAX_ROWS_PER_PARTITION, default_partitions
 
     assert default_partitions(2, 0) == 1
     assert default_partitions(2, 150) == 2  # no partition under MIN_ROWS_PER_PARTITION

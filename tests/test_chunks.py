@@ -10,8 +10,8 @@ import uuid
 from bson import MaxKey, MinKey
 
 from analytics.analyses import best_hits as bh
-from analytics.chunks import Chunk, chunk_table, interleave, plan_chunk_partitions, table_from
-from analytics.planning import plan_reads
+from analytics.reading.chunks import Chunk, chunk_table, interleave, plan_chunk_partitions, table_from
+from analytics.reading.planning import plan_reads
 from ingest.sharding.collections import hashed_split_points
 
 

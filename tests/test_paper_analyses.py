@@ -401,7 +401,7 @@ def check_published(db, result, analysis):
 def test_the_side_input_reaches_every_partition(db, mongo_uri, dclient, tmp_path, monkeypatch, read_mode):
     """Materials in 3 key ranges (or streamed in chunks of 2), tasks read as ranges or a stream:
     the same rows as the analysis on the whole frames in this process."""
-    monkeypatch.setattr("analytics.planning.DEFAULT_CHUNK_ROWS", 2)
+    monkeypatch.setattr("analytics.reading.planning.DEFAULT_CHUNK_ROWS", 2)
     docs = [material(f"mp-{i}", [f"t{i}", f"t{i + 1}", "t1"], formula_pretty=f) for i, f in
             enumerate(["Fe2O3", "Fe3O4", "Li", "LiO2", "Fe2O3", "Li2O", "Li", "NaCl"], start=1)]
     tasks = [{"_id": t["_id"], **{k: v for k, v in t.items() if k != "_id"}} for t in TASKS]

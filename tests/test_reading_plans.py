@@ -8,9 +8,9 @@ import bson
 import pytest
 
 from analytics.analyses import best_hits as bh
-from analytics.partitions import plan_partitions, read_partition
-from analytics.planning import plan_reads, plan_stages, probe, read_mode
-from analytics.streaming import StreamSpec, chunk_frame, read_chunks
+from analytics.reading.partitions import plan_partitions, read_partition
+from analytics.reading.planning import plan_reads, plan_stages, probe, read_mode
+from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
 from analytics.validation import validate
 from analytics.validation.stream import Accumulator, UNIQUE_TYPES
 from ingest.errors import AnalysisError, ConfigError

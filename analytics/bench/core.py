@@ -20,13 +20,16 @@ import os
 import platform
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import psutil
+
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["Experiment", "Plot", "Published", "Context", "SIZES", "machine", "software", "new_run_id"]
 
@@ -109,6 +112,20 @@ class Context:
         """Record (and say) a limit of this run: a feature the server lacks, a point cut short."""
         self.notes.append(text)
         self.log(f"note: {text}")
+
+
+@contextmanager
+def experiment_db(ctx: Context, collections: tuple[str, ...]) -> Iterator[tuple[Any, Any]]:
+    """``(client, db)``: a client of the experiment's own and its database for the block.  When the block
+    ends normally its ``collections`` are dropped; the client is closed however it ends."""
+    client = connect(ctx.uri)
+    try:
+        yield client, client[ctx.db_name]
+        with db_errors(f"dropping {', '.join(collections)}", uri=ctx.uri):
+            for name in collections:
+                client[ctx.db_name].drop_collection(name)
+    finally:
+        close_client(client)
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:

@@ -26,9 +26,9 @@ kept per collection (:meth:`BenchData.counts`).
 
 **The stage.**  :func:`run_stage` is the runner's read, apply and combine
 (:mod:`analytics.runner`) with the split size exposed, which the runner fixes: it plans
-with :func:`analytics.planning.plan_reads` (the server decides, by ``explain``, between
+with :func:`analytics.reading.planning.plan_reads` (the server decides, by ``explain``, between
 key ranges and one stream), then either reads ``partitions`` key ranges on the workers
-(:func:`analytics.partitions.read_collection`) or streams chunks of ``chunk_rows``
+(:func:`analytics.reading.partitions.read_collection`) or streams chunks of ``chunk_rows``
 documents to them (the runner's own streaming loop), applies the declared per-partition
 function there and combines the partials once; nothing is published.
 :func:`split_for` turns a split size in bytes into that number of ranges or rows, as
@@ -55,8 +55,8 @@ import numpy as np
 import pandas as pd
 
 from ingest.store.catalog import HITS, MATERIALS, QUERY_INDEXES, SEARCHES
-from analytics.partitions import read_collection
-from analytics.planning import plan_reads
+from analytics.reading.partitions import read_collection
+from analytics.reading.planning import plan_reads
 from analytics.runner import apply_partition, stream_chunks
 from ingest.cluster import thread_count
 from ingest.documents import record_document, search_documents

@@ -48,7 +48,7 @@ def _known_empty(db, spec: SuiteSpec) -> bool:
     """
     if not spec.filter:
         return False
-    from analytics.planning import plan_stages  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); analytics.planning does, 0.12 s
+    from analytics.reading.planning import plan_stages  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); analytics.reading.planning does, 0.12 s
 
     plan = db.command("explain", {"find": spec.collection, "filter": spec.filter, "limit": 1},
                       verbosity="queryPlanner")

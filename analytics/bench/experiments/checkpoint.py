@@ -32,7 +32,7 @@ import os
 import threading
 import time
 
-from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.core import Experiment, Plot, Published, experiment_db
 from analytics.bench.experiments.workers import run_gang
 from analytics.bench.latency import Latency
 from ingest.errors import SciIngestError, DatabaseError
@@ -130,9 +130,7 @@ def run(ctx, params: dict) -> list[dict]:
     work_s = float(params["work_s"])
     grid = _grid(params)
     points: list[dict] = []
-    client = connect(ctx.uri)
-    try:
-        db = client[ctx.db_name]
+    with experiment_db(ctx, (COLLECTION,)) as (client, db):
         if _connections_created(client, ctx.uri) is None:
             ctx.note("the server reports no serverStatus connections.totalCreated: connections_per_s is None")
         for n, spec in enumerate(grid):
@@ -188,10 +186,6 @@ def run(ctx, params: dict) -> list[dict]:
             points.append(point)
             ctx.log(f"  {tasks:>5} tasks, {point['setup']:<22}: runtime {runtime:.2f} s, overhead "
                     f"{point['overhead_pct']:.1f} %, {written} checkpoints, {point['connections_per_s']} connections/s")
-        with db_errors("dropping the checkpoints", uri=ctx.uri):
-            db.drop_collection(COLLECTION)
-    finally:
-        close_client(client)
     _against_64kb(points)
     return points
 

@@ -40,11 +40,11 @@ import pyarrow.parquet as pq
 
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.dataset import frames_equal, BenchData
-from analytics.partitions import read_partition
-from analytics.planning import plan_reads
+from analytics.reading.partitions import read_partition
+from analytics.reading.planning import plan_reads
 from analytics.registry import get_analysis
 from analytics.runner import output_documents
-from analytics.streaming import chunk_frame, read_chunks
+from analytics.reading.streaming import chunk_frame, read_chunks
 from ingest.cluster import thread_count, dask_client, warm_up
 from ingest.store.mongo import db_errors, shared_client
 

@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from analytics.bench.core import Experiment, Plot, Published
+from analytics.bench.core import Experiment, Plot, Published, experiment_db
 from analytics.bench.latency import Latency
 from ingest.documents.search import search_documents
 from ingest.errors import DatabaseError, SciIngestError, InputError
@@ -231,9 +231,7 @@ def run(ctx, params: dict) -> list[dict]:
     points = [generation_rate(files, params["generate_docs"], params["generate_s"])]
     ctx.log(f"  generate (no database): {points[0]['generated_per_s']:,.0f} documents/s "
             f"({points[0]['documents']:,} in {points[0]['generate_s']} s)")
-    client = connect(ctx.uri)
-    try:
-        db = client[ctx.db_name]
+    with experiment_db(ctx, COLLECTIONS) as (client, db):
         for n, workers in enumerate(params["workers"]):
             left = len(params["workers"]) - n
             if ctx.remaining() < 3:
@@ -278,11 +276,6 @@ def run(ctx, params: dict) -> list[dict]:
             points.append(point)
             ctx.log(f"  {workers} workers: {point['writes_per_s'] or 0:,.0f} writes/s, "
                     f"{point['reads_per_s'] or 0:,.0f} reads/s ({docs:,} documents, {reads:,} reads)")
-        with db_errors("dropping the workers' collections", uri=ctx.uri):
-            for coll in COLLECTIONS:
-                db.drop_collection(coll)
-    finally:
-        close_client(client)
     _relative_to_best(points)
     return points
 

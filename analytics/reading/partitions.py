@@ -19,7 +19,7 @@ Three steps, each usable alone:
    :mod:`ingest.schema`).
 3. :func:`read_collection` wraps the specs in ``dask.dataframe.from_map``.
 
-Whether ranges pay at all is the server's business: :mod:`analytics.planning`
+Whether ranges pay at all is the server's business: :mod:`analytics.reading.planning`
 asks it by ``explain`` and reads the source as one stream when it cannot seek
 or sample the key cheaply (SecantusDB).
 """
@@ -60,7 +60,7 @@ class PartitionSpec:
     key: str = "_id"
     columns: tuple[Column, ...] = field(default=())
     index: int = 0
-    #: a chunk of a hashed shard key (:mod:`analytics.chunks`): ``lower``/``upper`` are hashed
+    #: a chunk of a hashed shard key (:mod:`analytics.reading.chunks`): ``lower``/``upper`` are hashed
     #: values (or MinKey/MaxKey), read with ``hint`` on the hashed index and ``min``/``max``
     hashed: bool = False
     shard: str | None = None

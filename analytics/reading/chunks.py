@@ -12,7 +12,7 @@ to all shards, and every group of the shard-key field stays in one partition
 partitions round-robin across shards, so that the first tasks Dask runs keep
 every shard busy.  Elsewhere (a replica set, a standalone, SecantusDB, a
 collection not sharded on a hashed key) :func:`chunk_table` answers None and
-the reader plans as before (:mod:`analytics.planning`).
+the reader plans as before (:mod:`analytics.reading.planning`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from bson import MaxKey, MinKey
 
-from analytics.partitions import PartitionSpec
+from analytics.reading.partitions import PartitionSpec
 from ingest.schema import Column, Schema
 from ingest.errors import DatabaseError, ServerUnavailable
 from ingest.store.mongo import db_errors

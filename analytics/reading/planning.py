@@ -4,7 +4,7 @@ Two ways of reading a source, chosen per analysis by :func:`plan_reads`:
 
 ``ranges``
     Split points on an indexed key, one Dask task per key range, each range
-    read by its own query (:mod:`analytics.partitions`).  This pays only when
+    read by its own query (:mod:`analytics.reading.partitions`).  This pays only when
     the server can (a) *seek* a range of the key, so that the sum of the
     partition reads costs one read of the collection, and (b) *sample* the key
     cheaply, so that planning costs next to nothing.  MongoDB does both: a
@@ -14,7 +14,7 @@ Two ways of reading a source, chosen per analysis by :func:`plan_reads`:
 ``stream``
     One query, read once in the driver as a stream and cut client-side into
     bounded chunks, each handed to a Dask worker as it arrives
-    (:mod:`analytics.streaming`).  Chunks are cut where the group key changes;
+    (:mod:`analytics.reading.streaming`).  Chunks are cut where the group key changes;
     the stream is sorted on it only when the analysis cannot mend a group
     split between chunks (``sort_groups``).  This is what a server gets that
     answers ``$sample`` with a collection scan -- SecantusDB materialises the
@@ -44,10 +44,10 @@ from bson import MaxKey, MinKey
 from ingest.schema import Column, Schema
 from ingest.errors import ConfigError
 from ingest.store.mongo import db_errors, shared_client
-from analytics.chunks import chunk_table, plan_chunk_partitions
-from analytics.partitions import plan_partitions, range_filter
-from analytics.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
-from analytics.streaming import StreamSpec
+from analytics.reading.chunks import chunk_table, plan_chunk_partitions
+from analytics.reading.partitions import plan_partitions, range_filter
+from analytics.reading.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
+from analytics.reading.streaming import StreamSpec
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
            "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]

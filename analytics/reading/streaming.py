@@ -1,7 +1,7 @@
 """One query read once as a stream and cut client-side into bounded chunks.
 
 The alternative to key-range partitions for servers that cannot sample or seek
-a key cheaply (see :mod:`analytics.planning`).  :func:`read_chunks` runs one
+a key cheaply (see :mod:`analytics.reading.planning`).  :func:`read_chunks` runs one
 ``find`` with the projection derived from the declared columns and yields the
 documents undecoded, about ``chunk_rows`` at a time; :func:`chunk_frame` turns
 one chunk into a typed frame (:meth:`ingest.schema.Schema.frame`) wherever

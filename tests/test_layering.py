@@ -1,0 +1,205 @@
+"""The layering of README's code map, checked over every import of the project's own modules.
+
+    `ingest` knows nothing of `analytics`; `analytics` builds on `ingest` and plugs its steps,
+    commands and outputs into `ingest` through one registration point (the `sci_ingest.plugins`
+    entry point); `dags/` only wire the functions of both.
+
+Every import counts: at the top of a module, inside a function, under ``TYPE_CHECKING``. The test
+fails on an import from a lower floor to a higher one, on an import loop (modules that reach
+each other, however long the way), and on a private name taken from another package.
+
+``python tests/test_layering.py`` prints the arrows and loops it finds.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("ingest", "analytics")
+#: Floors, lowest first: a module may import its own floor and those below it.
+FLOORS = (("ingest",), ("analytics",), ("dags",))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    found = {}
+    for top in (*PACKAGES, "dags"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module that ``name`` names (a module, or a name defined in one)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports(modules: dict[str, Path]) -> list[tuple[str, str, int, str]]:
+    """Every import between project modules: ``(importer, imported, line, names)``."""
+    edges = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = _resolve(alias.name, modules)
+                    if target:
+                        edges.append((module, target, node.lineno, alias.name))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    target = _resolve(f"{base}.{alias.name}", modules) or _resolve(base, modules)
+                    if target:
+                        edges.append((module, target, node.lineno, alias.name))
+    return [e for e in edges if e[0] != e[1]]
+
+
+def floor_of(module: str) -> int:
+    for number, prefixes in enumerate(FLOORS):
+        if module.split(".")[0] in prefixes:
+            return number
+    raise AssertionError(f"{module} is on no floor")
+
+
+def loops(edges) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    graph = defaultdict(set)
+    for a, b, *_ in edges:
+        graph[a].add(b)
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+    for root in list(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def _package(module: str) -> str:
+    return module.rpartition(".")[0] if "." in module else module
+
+
+def report() -> tuple[list[str], list[str], list[str]]:
+    modules = project_modules()
+    edges = imports(modules)
+    against = [f"{modules[a].relative_to(REPO)}:{line}: {a} imports {b} ({name}), a higher floor"
+               for a, b, line, name in edges if floor_of(a) < floor_of(b)]
+    circles = []
+    for component in loops(edges):
+        members = set(component)
+        ties = [f"{a} -> {b} ({name}, line {line})" for a, b, line, name in edges if a in members and b in members]
+        circles.append(f"loop of {len(component)}: " + "; ".join(ties))
+    private = [f"{modules[a].relative_to(REPO)}:{line}: {a} takes the private name {name} from {b}"
+               for a, b, line, name in edges
+               if name.rpartition(".")[2].startswith("_") and not name.rpartition(".")[2].startswith("__")
+               and _package(a).split(".")[:2] != _package(b).split(".")[:2]]
+    return against, circles, private
+
+
+def test_no_import_runs_against_the_layering():
+    against, _, _ = report()
+    assert not against, "\n".join(against)
+
+
+def test_no_import_loops():
+    _, circles, _ = report()
+    assert not circles, "\n".join(circles)
+
+
+def test_no_private_name_crosses_a_package():
+    _, _, private = report()
+    assert not private, "\n".join(private)
+
+
+def test_the_plugins_registered_sit_above_ingest():
+    """The registration point runs upward only: what `ingest` loads through its entry points lives
+    in `analytics` (so the inversion hides no import from `ingest` into itself)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    plugins = project["project"]["entry-points"]["sci_ingest.plugins"]
+    assert plugins, "no plugin registered"
+    modules = project_modules()
+    for name, target in plugins.items():
+        module = target.partition(":")[0]
+        assert module in modules, f"plugin {name}: {module} is not a module of the project"
+        assert floor_of(module) > floor_of("ingest"), f"plugin {name}: {module} is not above ingest"
+
+
+def test_imports_stay_at_the_top_unless_a_line_says_why():
+    """ruff's import-outside-toplevel over the project (pyproject.toml lists the allowed places),
+    and every import allowed on its line gives the start-up cost it avoids."""
+    ruff = Path(sys.executable).with_name("ruff")
+    proc = subprocess.run([str(ruff), "check", "--output-format", "concise", "ingest", "analytics", "dags"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    silent = []
+    for module, path in project_modules().items():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "noqa: PLC0415" in line and not re.search(r"noqa: PLC0415\S* - lazy: \S", line):
+                silent.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not silent, "an import inside a function without its reason:\n" + "\n".join(silent)
+
+
+def test_the_checker_sees_a_loop_and_an_arrow_up(tmp_path):
+    """The checks can fail: a made-up pair of modules that import each other, one from a lower floor."""
+    edges = [("ingest.a", "analytics.b", 3, "f"), ("analytics.b", "ingest.a", 5, "g"), ("ingest.c", "ingest.a", 1, "h")]
+    assert loops(edges) == [["analytics.b", "ingest.a"]]
+    assert [e for e in edges if floor_of(e[0]) < floor_of(e[1])] == [edges[0]]
+
+
+if __name__ == "__main__":
+    sections = zip(("against the layering", "loops", "private names across packages"), report())
+    for title, rows in sections:
+        print(f"{title}: {len(rows)}")
+        for row in rows:
+            print("  " + row)
+    sys.exit(0)
