@@ -180,3 +180,13 @@ def test_the_code_map_has_a_row_per_folder_and_states_the_layering():
     assert not missing, f"folders without a row in the code map: {missing}"
     assert not extra, f"code-map rows for folders that do not exist: {extra}"
     assert len(rows) == len(set(rows)), rows
+
+
+def test_the_exit_codes_of_the_readme_are_the_cli_s():
+    """The README's table of exit codes is ingest.errors' (which every --help prints)."""
+    from ingest.errors import EXIT_MEANINGS
+
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", README.read_text(), re.M)
+    assert {int(code): meaning.replace("`", "") for code, meaning in rows} == \
+        {int(code): meaning.replace("`", "") for code, meaning in EXIT_MEANINGS.items()}
+    assert all(f"  {int(code):<5}" in _cli("--help") for code in EXIT_MEANINGS)
