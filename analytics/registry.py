@@ -20,7 +20,7 @@ An analysis is a :class:`Analysis` declaration in a module of the
   identifiers and other dimensionless values); a list column declares its
   element type (``list<string>``).  ``output_types`` (``{column: pandas dtype}``),
   the Parquet file's Arrow schema (:attr:`Analysis.arrow_schema`) and what
-  ``sci-ingest query OUTPUT --fields-list``, the README and the HTML report say
+  ``sci-ingest query OUTPUT --fields-list``, the manual (docs/) and the HTML report say
   of each column derive from it; an analysis whose output column lacks a
   meaning or a unit is refused when it is declared (so the registry never
   lists it);

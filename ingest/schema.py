@@ -21,7 +21,7 @@ gives a frame exactly, in order), the Arrow schema of the published Parquet file
 (:func:`output_arrow_schema`: a ``list<string>`` column stays a list of strings
 even when every list is empty or there is no row, and each field carries its
 meaning and unit as field metadata) and what ``sci-ingest query OUTPUT
---fields-list``, the README and the HTML report say of each column all derive
+--fields-list``, the manual (docs/) and the HTML report say of each column all derive
 from it.
 
 Why not pymongoarrow itself: 1.15 works against SecantusDB for well-typed

@@ -3,7 +3,7 @@
 The stored document keeps every original field and adds, at the top level and only where the
 original lacks the name, the canonical fields of the current MP summary schema; :func:`aliases`
 says which (``_ingest.added``) and what it displaced (``_ingest.displaced``).  :data:`LEGACY_NAMES`
-lists the renamings and makes the README's table (:func:`legacy_names_markdown`).
+lists the renamings and makes the table of docs/data-model.md (:func:`legacy_names_markdown`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["ELEMENTS", "LEGACY_NAMES", "aliases", "legacy_names_markdown"]
 
 #: Legacy (and older summary) field names and the current name each is aliased to:
-#: (legacy name, current name, collection kind, how).  The README's table is made from it.
+#: (legacy name, current name, collection kind, how).  The table of docs/data-model.md is made from it.
 LEGACY_NAMES = (
     ("task_id", "material_id", "material", "legacy_material and xas documents: the material id (as a string)"),
     ("pretty_formula", "formula_pretty", "any", "as it is"),
@@ -196,7 +196,7 @@ def aliases(raw: dict, kind: str, doc_type: str) -> tuple[dict, dict]:
 
 
 def legacy_names_markdown() -> str:
-    """The README's table of :data:`LEGACY_NAMES` (``tests/test_materials_parser.py`` checks both)."""
+    """The table of docs/data-model.md of :data:`LEGACY_NAMES` (``tests/test_materials_parser.py`` checks both)."""
     kinds = {"any": "materials and tasks", "material": "materials"}
     lines = ["| legacy name | current name | in | how |", "|---|---|---|---|"]
     for legacy, current, kind, how in LEGACY_NAMES:

@@ -199,7 +199,7 @@ _MAX_WARNINGS_A_RECORD = 5
 def non_finite(text: str, value: Any) -> tuple[str, ...]:
     """Where a record holds a number that is not finite, as ``path: what`` lines.
 
-    The policy (README, "Values checked at the door"): such a number is stored as the BSON
+    The policy (docs/loading.md, "Values checked at the door"): such a number is stored as the BSON
     double it became (NaN, Infinity, -Infinity: JSON has none, but Python's reader and
     MongoDB's extended JSON do) and named in a warning; numbers over a double's range
     (``1e400``) become infinities and are named as overflowing.  Only records whose text holds

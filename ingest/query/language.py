@@ -5,7 +5,7 @@ An expression is parsed by a lark LALR grammar (:data:`GRAMMAR`) into a tree of
 resolved through the collection's curated declaration (:mod:`ingest.store.curated`) and
 every value checked against the field's kind.  Nothing is ever pasted into a filter
 as text: :mod:`ingest.query.compile` turns the tree into a filter of plain query
-operators.  The language (also in the README)::
+operators.  The language (also in docs/querying.md)::
 
     expr      := expr or expr | expr and expr | not expr | ( expr ) | condition
                  (precedence: not, then and, then or; keywords in any case)

@@ -16,7 +16,7 @@ turns authentication on for good for a sci-ingest home:
 
 ``sci-ingest server add-user NAME --read-only`` adds an analyst who can read
 the database and nothing else; the password goes to ``<home>/users/NAME.json``
-(0600), to be handed over by whoever owns the home.  For a real MongoDB the README
+(0600), to be handed over by whoever owns the home.  For a real MongoDB docs/embedded-server.md
 lists least-privilege roles for the loader, the analyses and the analysts.
 """
 

@@ -15,7 +15,7 @@ Everything else derives from these declarations: :data:`ingest.store.catalog.QUE
 (what a load builds, see :mod:`ingest.load.indexes`), the field names and kinds of
 ``sci-ingest query`` / ``export`` (:mod:`ingest.query`), their default columns, the
 Arrow schema of an export, ``sci-ingest query COLLECTION --fields-list`` and the tables of
-the README (:func:`markdown`; ``tests/test_curated.py`` checks the README against it).
+docs/querying.md (:func:`markdown`; ``tests/test_curated.py`` checks the page against it).
 
 The analyses' outputs are not repeated here: :func:`get` and :func:`all_curated`
 derive them from each :class:`analytics.registry.Analysis` (``output``,
@@ -370,7 +370,7 @@ class OutputCollection(Curated):
 
 
 def outputs_markdown(collections=None) -> str:
-    """The README's tables of the analyses' outputs: per output its fields with their kinds, units
+    """The tables of the analyses' outputs (docs/querying.md): per output its fields with their kinds, units
     and meanings (as the analyses declare them), then its questions and indexes."""
     out = []
     for c in (collections or _outputs().values()):
@@ -429,7 +429,7 @@ def _cell(text: str) -> str:
 
 
 def markdown(collections=None) -> str:
-    """The README's tables: per collection its fields, then its questions and their indexes."""
+    """The tables of docs/querying.md: per collection its fields, then its questions and their indexes."""
     out = []
     for c in (collections or DATA.values()):
         out.append(f"**`{c.name}`** — one document per {c.one_per}.\n")
