@@ -10,7 +10,10 @@ temporary home; ``tests/test_server_keeper.py`` tests the per-home server.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -20,6 +23,12 @@ import pytest
 from ingest.server import EmbeddedServer
 
 os.environ["SCI_INGEST_SERVER_IDLE"] = "0"  # inherited by every command a test runs
+# A command a test runs without naming its home would use the project's .sci-ingest (its out/, landing/,
+# credentials and server state), shared with `make run` and, under pytest-xdist, with the tests of the
+# other workers at the same moment: each test process has a home of its own instead.
+_HOME = tempfile.mkdtemp(prefix="sci-ingest-test-home-")
+os.environ["SCI_INGEST_HOME"] = _HOME
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_MATERIALS = REPO_ROOT.parent / "shared" / "data" / "materials"
@@ -74,3 +83,4 @@ def shared_materials() -> Path:
     if not SHARED_MATERIALS.is_dir():
         pytest.skip(f"real Materials Project documents not available: {SHARED_MATERIALS} is absent")
     return SHARED_MATERIALS
+
