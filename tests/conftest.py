@@ -84,3 +84,17 @@ def shared_materials() -> Path:
         pytest.skip(f"real Materials Project documents not available: {SHARED_MATERIALS} is absent")
     return SHARED_MATERIALS
 
+
+@pytest.fixture(scope="session")
+def real_materials_loaded(mongo_uri, mongo_client, shared_materials):
+    """Every real Materials Project file (``../shared/data/materials/*.jsonl``) loaded once, as
+    ``load_files`` loads (one worker, run id ``real``), into a database of its own: (database, the
+    files, the load's summary), for the tests that only read it.  They carry
+    ``pytest.mark.xdist_group("real_materials")``, so that under pytest-xdist one worker loads it."""
+    from ingest.load import LoadOptions, load_paths
+
+    files = sorted(shared_materials.glob("*.jsonl"))
+    name = f"t_real_{uuid.uuid4().hex[:12]}"
+    summary = load_paths(mongo_uri, name, files, "real", LoadOptions(workers=1, progress=False), server_kind="test")
+    yield mongo_client[name], files, summary
+    mongo_client.drop_database(name)

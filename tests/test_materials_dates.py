@@ -417,9 +417,9 @@ def test_no_date_of_the_loaded_samples_is_a_string(loaded):
     assert db.tasks.count_documents({**sample_tasks, "completed_at": {"$type": "date"}}) == 6040
 
 
-def test_no_date_of_the_loaded_real_documents_is_a_string(db, load_files, shared_materials):
-    files = sorted(shared_materials.glob("*.jsonl"))
-    summary = load_files(files)
+@pytest.mark.xdist_group("real_materials")
+def test_no_date_of_the_loaded_real_documents_is_a_string(real_materials_loaded):
+    db, files, summary = real_materials_loaded  # loaded once for the tests that read it (conftest.py)
     assert summary.count("loaded") == len(files), [f.line for f in summary.files if f.status != "loaded"]
     paths = _no_date_is_a_string(db, summary, files)
     assert {"last_updated", "created_at", "_bt", "data.last_updated", "snl.about.created_at"} <= paths["materials"]
