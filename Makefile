@@ -26,8 +26,14 @@ $(STAMP): requirements.lock pyproject.toml Makefile
 run: install
 	$(BIN)/sci-ingest run
 
+# The suite on TEST_WORKERS pytest-xdist workers, each with its own embedded server and its own
+# SCI_INGEST_HOME (tests/conftest.py);
+# --dist loadgroup keeps the tests of one xdist_group on one worker: a module's, unless they name
+# another (tests/conftest.py), and starts the longest groups first (--no-loadscope-reorder keeps that order).
+# TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 3
 test: install
-	$(BIN)/python -m pytest -q -m "not ui" --durations=20
+	$(BIN)/python -m pytest -q -m "not ui" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
 
 # The Airflow UI in a real browser (tests/test_airflow_ui.py, about 2 minutes): Debian's chromium
 # driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs

@@ -94,7 +94,7 @@ def wait_healthy(base: str, timeout: float = 180) -> None:
             health = json.loads(resp.read())
         return all(health.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "dag_processor"))
 
-    _wait("Airflow to be healthy", healthy, timeout)
+    _wait("Airflow to be healthy", healthy, timeout, every=1)
 
 
 def admin_and_mongo(log_path: Path) -> tuple[str, str]:

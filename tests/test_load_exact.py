@@ -32,6 +32,8 @@ from ingest.server.embedded import EmbeddedServer
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 N_FILES = 226
+# Under pytest-xdist (make test) the tests go to two workers, halves of about four minutes each (measured
+# with -n 3), each with its own corpus, server and clean load: ``xdist_group`` load_exact_1 and load_exact_2.
 pytestmark = pytest.mark.skipif(os.environ.get("SCI_INGEST_TEST_URI") is not None,
                                 reason="these tests kill and restart a server of their own")
 
@@ -137,6 +139,7 @@ def assert_exact(server, db_name: str, clean: dict) -> None:
     assert db.ingest_batches.count_documents({}) == 0
 
 
+@pytest.mark.xdist_group("load_exact_2")
 def test_four_workers_give_exactly_what_one_gives_and_reprocessing_all_changes_nothing(server, corpus, clean):
     name = f"w4_{uuid.uuid4().hex[:6]}"
     proc, report = run_load(server, name, corpus, "--workers", "4")
@@ -152,6 +155,7 @@ def test_four_workers_give_exactly_what_one_gives_and_reprocessing_all_changes_n
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_2")
 def test_a_running_dask_cluster_with_threaded_workers_gives_the_same_set(server, corpus, clean):
     """`--scheduler ADDRESS`: the files go to the workers of a running cluster (here two worker
     processes of two threads each, so two loaders share a process) and the result is exact."""
@@ -170,6 +174,7 @@ def test_a_running_dask_cluster_with_threaded_workers_gives_the_same_set(server,
         assert len(worker_pids) == 2, worker_pids  # the cluster's two processes, not the command
 
 
+@pytest.mark.xdist_group("load_exact_2")
 def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, corpus, clean):
     name = f"kill_{uuid.uuid4().hex[:6]}"
     seen = []
@@ -187,6 +192,7 @@ def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, 
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_2")
 def test_a_killed_worker_loses_nothing(server, corpus, clean):
     name = f"worker_{uuid.uuid4().hex[:6]}"
     proc = start_load(server, name, corpus, "--workers", "2")
@@ -202,6 +208,7 @@ def test_a_killed_worker_loses_nothing(server, corpus, clean):
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_2")
 def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus, clean):
     """Down for longer than pymongo waits for a server (1 s here): the loader's own retries carry it."""
     name = f"restart_{uuid.uuid4().hex[:6]}"
@@ -218,6 +225,7 @@ def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus,
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_1")
 def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, clean):
     name = f"gone_{uuid.uuid4().hex[:6]}"
     proc = start_load(server, name, corpus, "--workers", "2", "--retry-for", "3")
@@ -235,6 +243,7 @@ def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, cle
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_1")
 def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, corpus, clean):
     name = f"sigint_{uuid.uuid4().hex[:6]}"
     proc = start_load(server, name, corpus, "--workers", "2", start_new_session=True)
@@ -253,6 +262,7 @@ def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, cor
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_1")
 def test_two_loads_of_overlapping_inputs_end_exact_and_their_reports_add_up(server, corpus, clean):
     files = sorted(p for folder in ("pasta", "records", "shared") for p in (corpus / folder).iterdir())
     third = len(files) // 3
@@ -272,6 +282,7 @@ def test_two_loads_of_overlapping_inputs_end_exact_and_their_reports_add_up(serv
     assert_exact(server, name, clean)
 
 
+@pytest.mark.xdist_group("load_exact_1")
 def test_an_interrupted_reload_of_changed_files_leaves_no_old_version(server, corpus, clean, tmp_path):
     """The files change after a load; the reload is killed half-way; the rerun ends as a clean load of the new files."""
     changed = tmp_path / "changed"
@@ -303,6 +314,7 @@ def test_an_interrupted_reload_of_changed_files_leaves_no_old_version(server, co
     assert_exact(server, name, expected)
 
 
+@pytest.mark.xdist_group("load_exact_1")
 def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(server, corpus):
     name = f"wc_{uuid.uuid4().hex[:6]}"
     one = sorted((corpus / "pasta").iterdir())[0]

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ingest.documents.materials import from_document
 from ingest.parsers.materials import classify
 
 
-def test_every_real_record_lands_and_round_trips(db, shared_materials: Path, load_files):
-    files = sorted(shared_materials.glob("*.jsonl"))
+@pytest.mark.xdist_group("real_materials")
+def test_every_real_record_lands_and_round_trips(shared_materials: Path, real_materials_loaded):
+    db, files, summary = real_materials_loaded  # loaded once for the tests that read it (conftest.py)
     assert files, f"no .jsonl files in {shared_materials}"
-    summary = load_files(files, "real")
     assert not summary.failed, [(f.path, f.reason) for f in summary.failed]
     assert summary.count("loaded") == len(files)
 

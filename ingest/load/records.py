@@ -99,8 +99,11 @@ def write_versions(db, coll: str, docs: list[dict], retry: Retry) -> None:
     versions = [_version(coll, doc) for doc in docs]
     _, again = retry(f"writing versions of {coll}", insert_new, db[VERSIONS], versions)
     if again:  # this content written before (a retry), or a key twice in one file: the later one
+        # "_id.k" adds nothing to the match but lets the embedded server use its index: it scans the
+        # collection for a subdocument _id (measured: 97 ms a replace among 3,000 versions, 3 ms so)
         retry(f"writing versions of {coll}", db[VERSIONS].bulk_write,
-              [ReplaceOne({"_id": versions[i]["_id"]}, versions[i]) for i in again], ordered=True)
+              [ReplaceOne({"_id": versions[i]["_id"], "_id.k": versions[i]["_id"]["k"]}, versions[i])
+               for i in again], ordered=True)  # fmt: skip
 
 
 def replace_older(db, coll: str, docs: list[dict], retry: Retry) -> tuple[int, int, int]:
