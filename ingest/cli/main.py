@@ -27,7 +27,6 @@ import threading
 from ingest import plugins
 from ingest.cli import query, shard
 from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
-from ingest.cli.parse import cmd_parse
 from ingest.errors import Exit, SciIngestError, UsageError
 from ingest.fileio import stderr_line
 
@@ -59,6 +58,12 @@ def cmd_load(args) -> int:
     from ingest.cli.common import cmd_run  # noqa: PLC0415 - lazy: as cmd_run's
 
     return cmd_run(args, steps=("load",))
+
+
+def cmd_parse(args) -> int:
+    from ingest.cli.parse import cmd_parse  # noqa: PLC0415 - lazy: the parser, orjson and dataclasses cost 14 ms of every --help
+
+    return cmd_parse(args)
 
 
 def cmd_timings(args) -> int:
