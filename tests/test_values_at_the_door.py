@@ -94,7 +94,7 @@ def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db,
     # and the validation suites catch them where a field has a range: NaN as not a number, the
     # infinities by the range
     env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([str(BIN), "validate", "--json", "-q", "--mongo-uri", mongo_uri, "--db", db.name],
+    proc = subprocess.run([str(BIN), "validate", "--json", "--mongo-uri", mongo_uri, "--db", db.name],
                           env=env, capture_output=True, text=True, timeout=300)
     suites = {s["suite"]: s for s in json.loads(proc.stdout)["validation"]["suites"]}
     failed = {(f["expectation"], f["column"]): f for f in suites["materials"]["failures"]}

@@ -39,7 +39,7 @@ from ingest.server.embedded import start_background
 
 __all__ = ["airflow_env", "run_local", "admin_password", "COMPONENTS"]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # ingest/airflow/local.py -> the checkout
 DEFAULT_PORT = 8080
 # (name, arguments): the long-running components, each one process
 COMPONENTS = (
