@@ -30,7 +30,9 @@ run: install
 # SCI_INGEST_HOME (tests/conftest.py);
 # --dist loadgroup keeps the tests of one xdist_group on one worker: a module's, unless they name
 # another (tests/conftest.py), and starts the longest groups first (--no-loadscope-reorder keeps that order).
-# TEST_WORKERS=0 runs it in this one process.
+# TEST_WORKERS=0 runs it in this one process.  3 on this 2-core machine: the Airflow test mostly waits
+# on one worker, and 4 was no faster (21 min against 17-19 under other loads) while the timing checks
+# of the benchmarks failed.
 TEST_WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -q -m "not ui" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
