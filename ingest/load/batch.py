@@ -285,12 +285,16 @@ def _release(ctx, batch_id: str) -> None:
               {"batch": batch_id, "owner.id": ctx.owner.id})
 
 
-def recover_claim(ctx, held: dict) -> bool:
+def recover_claim(ctx, held: dict, *, stopped: bool = False) -> bool:
     """Finish a batch's claim whose owner stopped: its content's documents are dropped unless a
-    ledger entry stands for the content.  False when a live loader holds the claim now."""
+    ledger entry stands for the content.  False when a live loader holds the claim now.
+
+    ``stopped``: the caller knows the owner is done (a ghost of this run, say), so the claim is
+    taken over at once; otherwise a live owner is waited for (it may finish its own)."""
     sha = held["_id"]
+    takeover = (held.get("owner") or {}).get("id") if stopped else None
     try:
-        with ctx.claims.content(sha):
+        with ctx.claims.content(sha, takeover=takeover):
             _drop_content(ctx, held.get("path", ""), sha)
     except ClaimTimeout:
         return False

@@ -114,11 +114,13 @@ class Claims:
         return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + self._offset
 
     # ---------------------------------------------------------------- claiming
-    def claim(self, collection: str, key: str, fields: dict | None = None) -> dict:
-        """Hold ``key`` of ``collection``, waiting for a live holder; the document as held."""
+    def claim(self, collection: str, key: str, fields: dict | None = None, takeover: str | None = None) -> dict:
+        """Hold ``key`` of ``collection``, waiting for a live holder; the document as held.
+
+        ``takeover``: the id of an owner known to have stopped (a ghost of this run, whose
+        worker is alive but done): its claim is taken at once, not after its lease."""
         coll = self.db[collection]
         deadline = time.monotonic() + self.max_wait_s
-        takeover = None
         pause = 0.05
         while True:
             now = self.now()
@@ -170,9 +172,10 @@ class Claims:
         self._held.pop((collection, key), None)
 
     @contextmanager
-    def content(self, sha256: str) -> Iterator[None]:
-        """Hold the content ``sha256`` for the block: nobody else writes or deletes its documents."""
-        self.claim(CLAIMS, sha256)
+    def content(self, sha256: str, takeover: str | None = None) -> Iterator[None]:
+        """Hold the content ``sha256`` for the block: nobody else writes or deletes its documents
+        (``takeover``: see :meth:`claim`)."""
+        self.claim(CLAIMS, sha256, takeover=takeover)
         try:
             yield
         finally:

@@ -382,9 +382,13 @@ def _sweep_barriers(ctx: FileContext) -> None:
 
 def _let_go_of(ctx: FileContext, held: dict) -> None:
     """A claim whose owner stopped: a batch's content is dropped unless a path stands for it
-    (:func:`ingest.load.batch.recover_claim`); any other claim protects nothing any more."""
+    (:func:`ingest.load.batch.recover_claim`); any other claim protects nothing any more.
+
+    Its owner stopped (dead, lease over, or a ghost of this run: a claim whose release a
+    restarted server lost, while the worker that held it lives on), so it is taken over at
+    once: waiting for the lease kept a finished load running another minute."""
     if held.get("batch"):
-        recover_claim(ctx, held)
+        recover_claim(ctx, held, stopped=True)
     else:
         ctx.retry("releasing a stale claim", ctx.db[CLAIMS].delete_one,
                   {"_id": held["_id"], "owner.id": (held.get("owner") or {}).get("id")})
