@@ -1,4 +1,4 @@
-"""A corpus of hundreds of distinct real files for the load tests, built from the bundled samples.
+"""A corpus of a hundred and more distinct real files for the load tests, built from the bundled samples.
 
 ``-m 10`` files: two different real sample outputs concatenated (a file of two
 runs, which FASTA users make with ``cat`` and the parser reads), so every file
@@ -35,7 +35,7 @@ def _queries(data: bytes) -> int:
         return -1
 
 
-def build(folder: Path, n_pasta: int = 200, record_files: int = 10, records_per_file: int = 60,
+def build(folder: Path, n_pasta: int = 100, record_files: int = 5, records_per_file: int = 60,
           shared_files: int = 0) -> list[Path]:
     """Write the corpus into ``folder`` (pasta/ and records/); returns every file."""
     samples = sorted(p for p in PASTA.glob("*.m10"))
