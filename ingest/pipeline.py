@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ValidationFailed
-from ingest.store.mongo import Retry, ServerInfo, process_alive, redact
+from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ServerUnavailable, ValidationFailed
+from ingest.store.mongo import Retry, ServerInfo, ping, process_alive, redact
 from ingest.timing import StageRecord, Timings, from_epoch, utcnow
 from ingest.cluster import dask_client, warm_up
 from ingest.plugins import step
@@ -277,7 +277,9 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.exit_code = EXIT_FATAL
         if stopped is not None:
             gone = conn.server_pid is not None and not process_alive(conn.server_pid)
-            if not gone:  # a private server that exited cannot be asked: the next run finishes it
+            if not gone and isinstance(stopped.cause, ServerUnavailable):
+                gone = ping(conn.uri) is None  # its retry window is spent: no second one for the rollback
+            if not gone:  # a server that exited or does not answer cannot be asked: the next run finishes it
                 stopped.roll_back()
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
