@@ -16,6 +16,8 @@ from ingest.timing import Timings
 from analytics.registry import all_analyses, select_analyses
 from analytics.runner import run_analysis
 from analytics.validation import validate
+from analytics.validation.suites import load_suites
+from ingest.store.mongo import db_errors
 from analytics.validation.stream import engine
 
 
@@ -46,17 +48,40 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
 
 
 def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None):
-    """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here."""
-    client = cluster.client("validate", conn.uri) if cluster is not None else None
+    """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here.
+
+    A cluster that no step has started yet is started for the validation only when its work is not
+    small (:func:`small_work`): a few thousand documents are checked here sooner than worker
+    processes start and import Great Expectations (seconds each)."""
+    client, small = None, None
+    if cluster is not None and not (cluster.started or settings.dask_scheduler):
+        small = small_work(conn, settings)
+    if cluster is not None and small is None:
+        client = cluster.client("validate", conn.uri)
+    elif small:  # documents to check here: Great Expectations' import, timed but not the step's
+        with timings.stage("warm_up.validate") as rec:
+            rec.records_in = rec.records_out = None
+            prepare_for_validation()
     with timings.stage("validate") as rec:
         report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
         rec.records_in = report.rows_checked
         rec.records_out = sum(1 for s in report.suites if s.success)
-        rec.detail = {"suites": len(report.suites), "ok": report.ok}
+        rec.detail = {"suites": len(report.suites), "ok": report.ok, "checked": "cluster" if client else "here"}
         if not report.ok:
             rec.status = "failed"
             rec.error = "critical expectation failed"
     return report
+
+
+def small_work(conn: Connection, settings: Settings) -> int | None:
+    """The documents of the suites' collections together when they are at most
+    ``settings.small_work`` (the server's own counts, from metadata: no scan), else None."""
+    if settings.small_work <= 0:
+        return None
+    names = sorted({spec.collection for spec in load_suites()})
+    with db_errors("counting the documents to validate", uri=conn.uri):
+        total = sum(conn.db[name].estimated_document_count() for name in names)
+    return total if total <= settings.small_work else None
 
 
 def prepare_for_analyses() -> bool:

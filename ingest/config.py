@@ -15,6 +15,9 @@ from ingest.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "sci_ingest"
+#: Documents up to which a step that would start worker processes only for itself runs in the
+#: command's own process (docs/steps.md, "Small work"): below it, starting them costs more than they save.
+DEFAULT_SMALL_WORK = 50_000
 SAMPLES_DIR = PROJECT_ROOT / "samples"
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 
@@ -39,6 +42,9 @@ class Settings:
     batch_size: int = 1000
     progress: bool = True
     landing: Path | None = None  # $SCI_INGEST_LANDING: where results land, one folder per day
+    #: $SCI_INGEST_SMALL_WORK: a step that would start worker processes only for itself and reads
+    #: at most this many documents runs in the command's own process instead (0: never).
+    small_work: int = DEFAULT_SMALL_WORK
 
     @property
     def landing_dir(self) -> Path:
@@ -61,9 +67,22 @@ class Settings:
             db_name=env.get("SCI_INGEST_DB", DEFAULT_DB),
             dask_scheduler=env.get("DASK_SCHEDULER_ADDRESS") or None,
             landing=Path(env["SCI_INGEST_LANDING"]) if env.get("SCI_INGEST_LANDING") else None,
+            small_work=_small_work(env.get("SCI_INGEST_SMALL_WORK")),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         return replace(base, **clean)
+
+
+def _small_work(value: str | None) -> int:
+    if value is None or not value.strip():
+        return DEFAULT_SMALL_WORK
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ConfigError(f"SCI_INGEST_SMALL_WORK must be a number of documents (0 or more), not {value!r}")
+    return n
 
 
 def parse_write_concern(spec: str) -> dict:

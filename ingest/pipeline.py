@@ -130,6 +130,11 @@ class Cluster:
         self._client = None
         self._warm: set[str] = set()
 
+    @property
+    def started(self) -> bool:
+        """Whether a step has started (or connected to) the cluster already."""
+        return self._client is not None
+
     def client(self, purpose: str, uri: str | None = None):
         """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``)."""
         if self._client is None:

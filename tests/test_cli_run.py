@@ -163,6 +163,18 @@ def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_c
     assert data["status"] == "failed"
     assert "hsps.identity" in data["error"] and "1.7" in data["error"]
     assert db.validation_runs.count_documents({"run_id": data["run_id"]}) > 0
+    # small work (two documents): checked here, no worker processes started for it
+    # (tests/test_values_at_the_door.py runs the validation on workers with SCI_INGEST_SMALL_WORK=0)
+    assert [s["stage"] for s in data["stages"]] == ["warm_up.validate", "validate"]
+    assert data["stages"][1]["detail"]["checked"] == "here"
+
+
+def test_small_work_must_be_a_count(tmp_path):
+    proc, _ = sci_ingest("validate", env_extra={"SCI_INGEST_HOME": str(tmp_path / "state"),
+                                                 "SCI_INGEST_SMALL_WORK": "lots"}, check_json=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == ["error: SCI_INGEST_SMALL_WORK must be a number of documents (0 or more), "
+                                                "not 'lots'"]
 
 
 def test_server_subcommand_shares_one_embedded_server(tmp_path):

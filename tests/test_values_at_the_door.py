@@ -93,10 +93,14 @@ def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db,
     assert ledger["warnings_total"] == 9 and len(ledger["warnings"]) == 9
     # and the validation suites catch them where a field has a range: NaN as not a number, the
     # infinities by the range
-    env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home")}
+    # (on worker processes, though the work is small: tests/test_cli_run.py checks it here)
+    env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home"), "SCI_INGEST_SMALL_WORK": "0"}
     proc = subprocess.run([str(BIN), "validate", "--json", "--mongo-uri", mongo_uri, "--db", db.name],
                           env=env, capture_output=True, text=True, timeout=300)
-    suites = {s["suite"]: s for s in json.loads(proc.stdout)["validation"]["suites"]}
+    report = json.loads(proc.stdout)
+    assert [s["stage"] for s in report["stages"]] == ["cluster", "validate"]
+    assert report["stages"][1]["detail"]["checked"] == "cluster"
+    suites = {s["suite"]: s for s in report["validation"]["suites"]}
     failed = {(f["expectation"], f["column"]): f for f in suites["materials"]["failures"]}
     assert failed[("expect_column_values_to_be_null", "band_gap:non_numeric")]["sample"] == ["nan"]
     assert failed[("expect_column_values_to_be_between", "band_gap")]["unexpected_count"] == 1  # inf > 20
