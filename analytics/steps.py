@@ -26,13 +26,21 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
                  log: Callable[[str], None] = log_to_stderr):
     """Run the named analyses (default: all) on the run's cluster, one timed stage each.
 
+    A cluster that no step has started yet runs in this process when the analyses' sources
+    hold at most ``settings.small_work`` documents together (:func:`small_work`): the same
+    tasks, without starting worker processes that would import it all again.
+
     ``incremental``: each analysis that allows it reads only the groups of the files loaded
     since it last ran (:mod:`analytics.increment`); every analysis says what it read.
     """
     chosen = select_analyses(names)
     results = []
     with ExitStack() as stack:
-        client = (cluster or Cluster(settings, timings, stack)).client("analyze", conn.uri)
+        cluster = cluster or Cluster(settings, timings, stack)
+        small = None
+        if not (cluster.started or settings.dask_scheduler):
+            small = small_work(conn, settings, {c for a in chosen for c in (a.source, a.join and a.join.source) if c})
+        client = cluster.client("analyze", conn.uri, in_process=small is not None)
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
@@ -55,7 +63,7 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     processes start and import Great Expectations (seconds each)."""
     client, small = None, None
     if cluster is not None and not (cluster.started or settings.dask_scheduler):
-        small = small_work(conn, settings)
+        small = small_work(conn, settings, {spec.collection for spec in load_suites()})
     if cluster is not None and small is None:
         client = cluster.client("validate", conn.uri)
     elif small:  # documents to check here: Great Expectations' import, timed but not the step's
@@ -73,14 +81,13 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     return report
 
 
-def small_work(conn: Connection, settings: Settings) -> int | None:
-    """The documents of the suites' collections together when they are at most
-    ``settings.small_work`` (the server's own counts, from metadata: no scan), else None."""
+def small_work(conn: Connection, settings: Settings, collections: set[str]) -> int | None:
+    """The documents of ``collections`` together when they are at most ``settings.small_work``
+    (the server's own counts, from metadata: no scan), else None: the work is not small."""
     if settings.small_work <= 0:
         return None
-    names = sorted({spec.collection for spec in load_suites()})
-    with db_errors("counting the documents to validate", uri=conn.uri):
-        total = sum(conn.db[name].estimated_document_count() for name in names)
+    with db_errors("counting the documents to read", uri=conn.uri):
+        total = sum(conn.db[name].estimated_document_count() for name in sorted(collections))
     return total if total <= settings.small_work else None
 
 

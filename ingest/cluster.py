@@ -27,8 +27,8 @@ WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}
 
 
 @contextmanager
-def dask_client(scheduler_address: str | None = None,
-                n_workers: int | None = None) -> Iterator["distributed.Client"]:  # noqa: F821
+def dask_client(scheduler_address: str | None = None, n_workers: int | None = None, *,
+                in_process: bool = False) -> Iterator["distributed.Client"]:  # noqa: F821
     """A Dask client for the duration of the block, closed at exit.
 
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),
@@ -36,8 +36,10 @@ def dask_client(scheduler_address: str | None = None,
     Otherwise start a private ``LocalCluster`` of ``n_workers`` (default:
     the cores, :func:`ingest.config.default_workers`) single-threaded worker
     processes, with quiet logs and the scheduler's HTTP port chosen freely (not
-    8787, which another cluster may hold), and shut it down at exit.  The client is not made the
-    global default.
+    8787, which another cluster may hold), and shut it down at exit; with ``in_process``
+    (small work, see :data:`ingest.config.DEFAULT_SMALL_WORK`), one single-threaded worker in
+    this process instead: the same tasks, one at a time, without starting a process or paying
+    the imports again.  The client is not made the global default.
     """
     from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.5 s
 
@@ -54,8 +56,21 @@ def dask_client(scheduler_address: str | None = None,
 
     import dask  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; dask costs 0.1 s
 
+    if in_process:
+        yield from _in_process_client(dask, Client, LocalCluster)
+        return
     with _main_not_rerun():
         yield from _local_client(dask, Client, LocalCluster, n_workers)
+
+
+def _in_process_client(dask, Client, LocalCluster):
+    try:
+        with dask.config.set({"distributed.worker.profile.enabled": False}):  # no profiler here either (see below)
+            cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                   silence_logs=logging.CRITICAL)  # fmt: skip
+    except (OSError, TimeoutError) as exc:
+        raise AnalysisError(f"could not start an in-process Dask cluster: {exc}") from exc
+    yield from _serve(Client, cluster)
 
 
 def _local_client(dask, Client, LocalCluster, n_workers: int | None):
@@ -77,6 +92,11 @@ def _local_client(dask, Client, LocalCluster, n_workers: int | None):
         )
     except (OSError, TimeoutError) as exc:
         raise AnalysisError(f"could not start a local Dask cluster: {exc}") from exc
+    yield from _serve(Client, cluster)
+
+
+def _serve(Client, cluster):
+    """A client of ``cluster`` while the caller's block runs; both closed after it."""
     try:
         client = Client(cluster, set_as_default=False)
         try:

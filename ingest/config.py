@@ -17,7 +17,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
 #: command's own process (docs/steps.md, "Small work"): below it, starting them costs more than they save.
-DEFAULT_SMALL_WORK = 50_000
+DEFAULT_SMALL_WORK = 20_000
 SAMPLES_DIR = PROJECT_ROOT / "samples"
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 

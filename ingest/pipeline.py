@@ -135,14 +135,20 @@ class Cluster:
         """Whether a step has started (or connected to) the cluster already."""
         return self._client is not None
 
-    def client(self, purpose: str, uri: str | None = None):
-        """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``)."""
+    def client(self, purpose: str, uri: str | None = None, *, in_process: bool = False):
+        """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``).
+
+        ``in_process``: when the cluster starts here (no scheduler given), its one worker runs in
+        this process (small work: :func:`ingest.cluster.dask_client`)."""
         if self._client is None:
+            in_process = in_process and not self.settings.dask_scheduler
             with self.timings.stage("cluster") as rec:
-                self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers))
+                self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers,
+                                                                    in_process=in_process))
                 rec.records_in = rec.records_out = None
                 rec.workers = warm_up(self._client, purpose, uri)
-                rec.detail = {"scheduler": self.settings.dask_scheduler or "LocalCluster"}
+                rec.detail = {"scheduler": self.settings.dask_scheduler or ("in-process" if in_process
+                                                                            else "LocalCluster")}
             self._warm.add(purpose)
         elif purpose not in self._warm:
             with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's

@@ -67,7 +67,9 @@ def local_airflow(tmp_path):
     home = tmp_path / "home"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MONGODB_URI", "DASK_"))}
-    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0"})
+    # SCI_INGEST_SMALL_WORK=0: the tasks start Dask worker processes even for the samples, as for
+    # real data: spawned workers inside a task process are what once failed only under a real scheduler
+    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0", "SCI_INGEST_SMALL_WORK": "0"})
     log = open(tmp_path / "airflow.log", "wb")
     proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "sci-ingest"), "airflow", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

@@ -546,6 +546,22 @@ def test_bundled_samples_through_the_runner(db, mongo_uri, load_files, dclient, 
     for name in NAMES:  # the report's plots, from the published Parquet files
         check_plot(get_analysis(name), pq.read_table(results[name].parquet_path).to_pandas())
 
+    # small work runs on one worker in this process (what `sci-ingest analyze` does below
+    # SCI_INGEST_SMALL_WORK documents): the same outputs as on the worker processes, row for row
+    with dask_client(None, in_process=True) as here:
+        again = {r.name: r for r in analyze(mongo_uri, db.name, "run-here", tmp_path / "here", names=NAMES,
+                                            client=here)}  # fmt: skip
+    for name in NAMES:
+        assert again[name].parquet_path != results[name].parquet_path
+        assert _rows(again[name].parquet_path) == _rows(results[name].parquet_path), name
+
+
+def _rows(path) -> list[str]:
+    """A Parquet output's rows without the run id, in a fixed order (NaN equal to NaN)."""
+    table = pq.read_table(path)
+    table = table.drop_columns([c for c in ("run_id",) if c in table.column_names])
+    return sorted(map(repr, table.to_pylist()))
+
 
 def test_real_documents_through_the_runner(db, mongo_uri, shared_materials, load_files, dclient, tmp_path):
     files = ["materials_legacy_db.jsonl", "summary_api_partial.jsonl", "task_vasp.jsonl", "task_vasp_legacy.jsonl",
