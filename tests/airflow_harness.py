@@ -62,14 +62,14 @@ def _wait(what: str, fn, timeout: float, every: float = 2.0, describe=None):
 
 
 @pytest.fixture()
-def local_airflow(tmp_path):
-    """``sci-ingest airflow`` in a temporary home: (process, port, home, path of its output)."""
+def local_airflow(tmp_path, request):
+    """``sci-ingest airflow`` in a temporary home: (process, port, home, path of its output); a test
+    module's ``AIRFLOW_EXTRA_ENV`` is added to its environment."""
     home = tmp_path / "home"
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MONGODB_URI", "DASK_"))}
-    # SCI_INGEST_SMALL_WORK=0: the tasks start Dask worker processes even for the samples, as for
-    # real data: spawned workers inside a task process are what once failed only under a real scheduler
-    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0", "SCI_INGEST_SMALL_WORK": "0"})
+    env.update({"SCI_INGEST_HOME": str(home), "SCI_INGEST_SERVER_IDLE": "0",
+                **getattr(request.module, "AIRFLOW_EXTRA_ENV", {})})  # fmt: skip
     log = open(tmp_path / "airflow.log", "wb")
     proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "sci-ingest"), "airflow", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

@@ -81,7 +81,7 @@ def test_a_home_with_auth_runs_every_server_with_it(home):
     assert _cli(home, "server", "start", "--auth").returncode == 0
     assert _cli(home, "server", "stop").returncode == 0
     # no shared server: the command's private server must require authentication too
-    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)],
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES / "pasta")],
                             env={**os.environ, "SCI_INGEST_HOME": str(home), "MONGODB_URI": ""},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = None

@@ -4,7 +4,8 @@ tasks executed by the real scheduler in their own processes - not ``dag.test()``
 
 This is what caught the analyze task failing under a real scheduler (Dask's spawned workers
 re-imported Airflow's entry point, which may not touch the metadata database inside a
-task).  About four and a half minutes on 2 cores (265 s alone), most of it the tasks themselves and
+task); the samples being small work, the tasks here analyse in their own process, and
+tests/test_airflow_ui.py (``make test-ui``, in CI) keeps the spawned workers under a real scheduler.  About four and a half minutes on 2 cores (265 s alone), most of it the tasks themselves and
 the scheduler marking each backfill complete (a 30-s timer of its own).
 """
 

@@ -40,6 +40,12 @@ from airflow_harness import (  # noqa: F401  (local_airflow: the fixture)
 
 from ingest.airflow.support import ASSET_COLLECTIONS
 
+# The curated run's analyze task starts Dask worker processes here, as for real data, though the
+# samples are small work (docs/pipeline.md): spawned workers inside a task process are what once
+# failed only under a real scheduler.  (test_airflow_scheduler.py's tasks do the small work in
+# their own process.)
+AIRFLOW_EXTRA_ENV = {"SCI_INGEST_SMALL_WORK": "0"}
+
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
 OUT = Path(os.environ.get("SCI_INGEST_TEST_OUTPUT") or REPO / "test-output") / "ui"

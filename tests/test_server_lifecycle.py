@@ -49,7 +49,7 @@ def test_kill_9_of_a_load_and_the_next_command(tmp_path, idle):
     """A private server dies with its command killed by SIGKILL; the per-home server goes on
     serving the next command.  Either way the next load completes."""
     home = tmp_path / "home"
-    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES)], env=_env(home, idle),
+    proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES / "pasta")], env=_env(home, idle),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         server = _wait(lambda: holder(home / "db"), 60, "the server did not start")
@@ -65,7 +65,7 @@ def test_kill_9_of_a_load_and_the_next_command(tmp_path, idle):
                   psutil.Process(server["pid"]).status() == psutil.STATUS_ZOMBIE, 30,
                   "the private server outlived the command killed with SIGKILL")
             assert holder(home / "db") is None
-        again = _cli(home, "load", "--workers", "1", "--json", "-q", str(SAMPLES), idle=idle)
+        again = _cli(home, "load", "--workers", "1", "--json", "-q", str(SAMPLES / "pasta"), idle=idle)
         assert again.returncode == 0, again.stderr[-2000:]
         assert json.loads(again.stdout)["files"]["files_failed"] == 0
         if idle != "0":
