@@ -37,9 +37,8 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     results = []
     with ExitStack() as stack:
         cluster = cluster or Cluster(settings, timings, stack)
-        small = None
-        if not (cluster.started or settings.dask_scheduler):
-            small = small_work(conn, settings, {c for a in chosen for c in (a.source, a.join and a.join.source) if c})
+        sources = {c for a in chosen for c in (a.source, a.join and a.join.source) if c}
+        small = small_work(conn, settings, cluster, sources)
         client = cluster.client("analyze", conn.uri, in_process=small is not None)
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
@@ -61,9 +60,8 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     A cluster that no step has started yet is started for the validation only when its work is not
     small (:func:`small_work`): a few thousand documents are checked here sooner than worker
     processes start and import Great Expectations (seconds each)."""
-    client, small = None, None
-    if cluster is not None and not (cluster.started or settings.dask_scheduler):
-        small = small_work(conn, settings, {spec.collection for spec in load_suites()})
+    client = None
+    small = small_work(conn, settings, cluster, {spec.collection for spec in load_suites()})
     if cluster is not None and small is None:
         client = cluster.client("validate", conn.uri)
     elif small:  # documents to check here: Great Expectations' import, timed but not the step's
@@ -81,10 +79,11 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     return report
 
 
-def small_work(conn: Connection, settings: Settings, collections: set[str]) -> int | None:
-    """The documents of ``collections`` together when they are at most ``settings.small_work``
-    (the server's own counts, from metadata: no scan), else None: the work is not small."""
-    if settings.small_work <= 0:
+def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, collections: set[str]) -> int | None:
+    """The documents of ``collections`` together when a step would start ``cluster`` only for
+    itself (none started yet, no scheduler given) and they are at most ``settings.small_work``
+    (the server's own counts, from metadata: no scan); else None: not small work here."""
+    if cluster is None or cluster.started or settings.dask_scheduler or settings.small_work <= 0:
         return None
     with db_errors("counting the documents to read", uri=conn.uri):
         total = sum(conn.db[name].estimated_document_count() for name in sorted(collections))

@@ -142,7 +142,7 @@ def thread_count(client) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
-def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
+def warm_up(client, purpose: str = "analyze", uri: str | None = None, *, in_process: bool = False) -> int:
     """Prepare every worker for ``purpose``'s tasks once; returns the worker count.
 
     ``load`` imports the loader and the parsers; any other purpose is a plugin's
@@ -150,12 +150,13 @@ def warm_up(client, purpose: str = "analyze", uri: str | None = None) -> int:
     walk their code once; the validation makes Great Expectations' context, which takes
     seconds).  With ``uri``, the calling process also opens its shared connection pool for
     ``uri`` (the one the streams read through), so the first stage does not pay the connection.
+    ``in_process``: the worker is this process (:func:`dask_client`), prepared once, not twice.
     """
     if purpose == "load":
         return len(client.run(import_for_load))
     prepare, here = _plugin_warm_up(purpose)
     replies = client.run(prepare)
-    if here:
+    if here and not in_process:
         prepare()
     if uri:
         from ingest.store.mongo import db_errors, shared_client  # noqa: PLC0415 - lazy: analytics.validation imports this module and must not import pymongo (tests/test_validate.py); pymongo costs 0.12 s

@@ -16,7 +16,7 @@ from ingest.errors import ConfigError
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
-#: command's own process (docs/steps.md, "Small work"): below it, starting them costs more than they save.
+#: command's own process (docs/pipeline.md, "Small work"): below it, starting them costs more than they save.
 DEFAULT_SMALL_WORK = 20_000
 SAMPLES_DIR = PROJECT_ROOT / "samples"
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"

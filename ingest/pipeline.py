@@ -128,6 +128,7 @@ class Cluster:
     def __init__(self, settings: Settings, timings: Timings, stack: ExitStack, workers: int | None = None):
         self.settings, self.timings, self.stack, self.workers = settings, timings, stack, workers
         self._client = None
+        self._in_process = False
         self._warm: set[str] = set()
 
     @property
@@ -141,19 +142,19 @@ class Cluster:
         ``in_process``: when the cluster starts here (no scheduler given), its one worker runs in
         this process (small work: :func:`ingest.cluster.dask_client`)."""
         if self._client is None:
-            in_process = in_process and not self.settings.dask_scheduler
+            self._in_process = in_process and not self.settings.dask_scheduler
             with self.timings.stage("cluster") as rec:
                 self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers,
-                                                                    in_process=in_process))
+                                                                    in_process=self._in_process))
                 rec.records_in = rec.records_out = None
-                rec.workers = warm_up(self._client, purpose, uri)
-                rec.detail = {"scheduler": self.settings.dask_scheduler or ("in-process" if in_process
+                rec.workers = warm_up(self._client, purpose, uri, in_process=self._in_process)
+                rec.detail = {"scheduler": self.settings.dask_scheduler or ("in-process" if self._in_process
                                                                             else "LocalCluster")}
             self._warm.add(purpose)
         elif purpose not in self._warm:
             with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
                 rec.records_in = rec.records_out = None
-                rec.workers = warm_up(self._client, purpose, uri)
+                rec.workers = warm_up(self._client, purpose, uri, in_process=self._in_process)
             self._warm.add(purpose)
         return self._client
 
