@@ -6,8 +6,9 @@ corpus of 116 distinct real files (``tests/load_corpus.py``; six of them share
 records, in other versions), and compares the database with one clean load:
 the same ``_id`` sets and counts in searches, hits, materials and tasks, the
 same holder's version of every record and the same versions kept, every file
-``loaded`` in the ledger, nothing doubled, no claim or batch left.  Kills happen when the ledger shows a given share of the files
-loaded, so they land in the middle of the load.
+``loaded`` in the ledger, nothing doubled, no claim or batch left.  Kills happen when the ledger
+shows a given share of the files loaded, with the load's processes stopped (SIGSTOP) for the
+moment it takes to send them, so they land in the middle of the load.
 """
 
 from __future__ import annotations
@@ -119,15 +120,35 @@ def start_load(server, db_name, *args, extra_env=None, **popen):
 
 
 def wait_for_loaded(client, db_name: str, share: float, proc, total: int = N_FILES) -> int:
-    """Block until ``share`` of the files are loaded (while ``proc`` still runs); the count."""
+    """Block until ``share`` of the files are loaded (while ``proc`` still runs), then stop the load's
+    processes (SIGSTOP), so that what the test does next lands in the middle of the load however
+    busy the machine is (a batch of small files loads in a fraction of a second: a kill sent after
+    the count could otherwise meet a finished load); :func:`resume` lets them go on.  The count,
+    taken again once they are stopped."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         n = client[db_name].ingest_files.count_documents({"status": "loaded"})
         if n >= share * total:
+            proc.stopped = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            for p in proc.stopped:
+                p.suspend()
+            n = client[db_name].ingest_files.count_documents({"status": "loaded"})
+            if proc.poll() is not None or n >= total:
+                resume(proc)
+                raise AssertionError(f"the load ended before it could be interrupted ({n} loaded)")
             return n
         assert proc.poll() is None, "the load ended before it could be interrupted"
         time.sleep(0.05)
     raise AssertionError("the load made no progress")
+
+
+def resume(proc) -> None:
+    """SIGCONT to the processes :func:`wait_for_loaded` stopped (those still there)."""
+    for p in getattr(proc, "stopped", []):
+        try:
+            p.resume()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def assert_exact(server, db_name: str, clean: dict) -> None:
@@ -182,6 +203,7 @@ def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, 
         proc = start_load(server, name, corpus, "--workers", "2")
         seen.append(wait_for_loaded(server.client, name, share, proc))
         proc.kill()  # the command; its worker processes die with it
+        resume(proc)
         proc.wait(30)
         assert proc.returncode == -signal.SIGKILL
     assert seen == sorted(seen) and seen[-1] < N_FILES
@@ -201,6 +223,7 @@ def test_a_killed_worker_loses_nothing(server, corpus, clean):
                if "dask worker" in " ".join(c.cmdline()) or c.name().startswith("dask worker")]
     assert workers, [c.cmdline() for c in psutil.Process(proc.pid).children(recursive=True)]
     workers[0].kill()
+    resume(proc)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     report = json.loads(out)
@@ -218,6 +241,7 @@ def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus,
     proc = start_load(server, name, corpus, "--workers", "2", extra_env=impatient)
     wait_for_loaded(server.client, name, 0.3, proc)
     server.kill()
+    resume(proc)
     time.sleep(4)
     server.start()
     out, err = proc.communicate(timeout=300)
@@ -233,6 +257,7 @@ def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, cle
     proc = start_load(server, name, corpus, "--workers", "2", "--retry-for", "3")
     wait_for_loaded(server.client, name, 0.3, proc)
     server.kill()
+    resume(proc)
     killed = time.monotonic()
     try:
         out, err = proc.communicate(timeout=300)
@@ -252,9 +277,13 @@ def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, cle
 @pytest.mark.xdist_group("load_exact_1")
 def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, corpus, clean):
     name = f"sigint_{uuid.uuid4().hex[:6]}"
-    proc = start_load(server, name, corpus, "--workers", "2", start_new_session=True)
+    # SIGINT as a terminal has it: a suite started in the background of a shell (`make test &`) runs with
+    # SIGINT ignored, which every child inherits and Python keeps (the load then rightly ignored Ctrl-C)
+    proc = start_load(server, name, corpus, "--workers", "2", start_new_session=True,
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wait_for_loaded(server.client, name, 0.3, proc)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    resume(proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out[-2000:], err[-2000:])
     report = json.loads(out)
