@@ -331,3 +331,31 @@ def test_copies_of_a_search_share_its_fingerprint(db, tmp_path, load_files):
     assert not by_file["ssearch36_prot.m10"] & (by_file["glsearch36.m10"] | by_file["concatenated_runs.m10"])
     for h in db.hits.find({}, {"search_id": 1, "search_fingerprint": 1}):
         assert h["search_fingerprint"] == db.searches.find_one({"_id": h["search_id"]})["fingerprint"]
+
+
+def test_a_load_is_bulk_into_empty_collections_or_when_it_at_least_doubles_them(db, monkeypatch):
+    """The index plan (ingest.load.indexes): empty data collections -> bulk, whatever the size;
+    otherwise bulk only when at least BULK_MIN_DOCUMENTS and at least as many as are held."""
+    from ingest.load import indexes
+    from ingest.load.plan import FileTask
+    from ingest.store.mongo import Retry
+
+    monkeypatch.setattr(indexes, "BULK_MIN_DOCUMENTS", 100)
+    retry = Retry(5)
+    per_doc = indexes.BYTES_PER_DOCUMENT["pasta"]
+    few = [FileTask(key="/in/few.m10", size=per_doc * 10, format="pasta")]  # about 10 documents
+    more = [FileTask(key="/in/more.m10", size=per_doc * 200, format="pasta")]  # about 200
+    assert indexes.expected_documents(few) == 10 and indexes.expected_documents(more) == 200
+    assert not indexes.is_bulk(db, [], retry)  # nothing to load
+    assert indexes.is_bulk(db, few, retry)  # nothing held: build once, after
+    db.searches.insert_one({"_id": "held:1"})
+    assert not indexes.is_bulk(db, few, retry)  # below the minimum: kept up
+    assert indexes.is_bulk(db, more, retry)  # at least the minimum, and more than held
+    db.hits.insert_many([{"_id": f"held:1:{i}"} for i in range(300)])
+    assert not indexes.is_bulk(db, more, retry)  # fewer than held: a small incremental load
+    # what a bulk load does to the indexes: dropped before, built after
+    indexes.after_load(db)
+    built = {c: len(db[c].index_information()) for c in ("searches", "hits", "materials", "tasks")}
+    assert indexes.before_load(db, bulk=True) > 0
+    assert indexes.after_load(db) > 0
+    assert {c: len(db[c].index_information()) for c in built} == built

@@ -8,10 +8,12 @@ after a load instead of during it saved about a third of the time.  So:
   documents by content, the ledger) always exist;
 * the analysts' and analyses' indexes (:data:`ingest.store.catalog.QUERY_INDEXES`)
   are **built after the load** when it is a *bulk* load, and kept up during
-  the load otherwise.  A load is bulk when it is expected to add at least
-  :data:`BULK_MIN_DOCUMENTS` documents and at least as many as the data
-  collections already hold (so a first load, or one that doubles the data, is
-  bulk; a small incremental load into a large database is not).  The expected
+  the load otherwise.  A load is bulk when the data collections are empty, or
+  when it is expected to add at least :data:`BULK_MIN_DOCUMENTS` documents and
+  at least as many as they already hold (so a first load, or one that doubles
+  the data, is bulk; a small incremental load into a large database is not).
+  A first load of the bundled samples (9,819 documents) took 9-20 % less
+  server CPU this way (docs/loading.md).  The expected
   number is estimated from the bytes to load (:data:`BYTES_PER_DOCUMENT`,
   measured on the bundled samples and real outputs).  Existing query indexes
   are dropped before a bulk load and built again after it; ``--keep-indexes``
@@ -48,11 +50,13 @@ def expected_documents(tasks) -> int:
 
 
 def is_bulk(db, tasks, retry: Retry) -> bool:
-    expected = expected_documents(tasks)
-    if expected < BULK_MIN_DOCUMENTS:
+    if not tasks:
         return False
     held = sum(retry(f"counting {c}", db[c].estimated_document_count) for c in DATA_COLLECTIONS)
-    return expected >= held
+    if held == 0:  # nothing to serve yet: one build at the end costs less than keeping them up
+        return True
+    expected = expected_documents(tasks)
+    return expected >= BULK_MIN_DOCUMENTS and expected >= held
 
 
 def before_load(db, bulk: bool) -> int:

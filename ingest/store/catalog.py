@@ -26,9 +26,9 @@ Indexes come in two kinds.  :data:`LOAD_INDEXES` are what the loader itself
 needs while it writes (rolling a file's documents back by content, the ledger)
 and exist before any load.  :data:`QUERY_INDEXES` serve analysts and analyses;
 every index slows inserts (on the embedded server the five secondary indexes of
-``hits`` made its inserts 4x slower), so a bulk load builds them after it has
-written (see ``ingest.load.indexes`` for the rule), and a small incremental load
-keeps them.
+``hits`` made its inserts 4x slower), so a bulk load (a first one, or a large
+one) builds them after it has written (see ``ingest.load.indexes`` for the rule),
+and a small incremental load keeps them.
 """
 
 from __future__ import annotations
