@@ -167,3 +167,45 @@ def test_fast_path_takes_the_usual_alignments():
     data = (SAMPLES / "ssearch36_prot.m10").read_bytes()
     aligned = sum(h.aligned for q in pasta.parse(io.BytesIO(data), "prot") for h in q.hits)
     assert aligned and _checking_path_calls(data, "prot", fast=False) == aligned
+
+
+def test_threads_learning_layouts_at_once_read_what_one_thread_reads():
+    """Dask workers with several threads parse files side by side in one process, sharing the
+    learned layouts.  A layout was published before its line count and absent fields: a thread
+    that found it in between failed the file with a KeyError (seen in the suite: a load on a
+    cluster of two-thread workers exited 2) or, where it read them with a default, counted lines
+    and built dicts wrongly.  From an empty cache, with the interpreter switching threads as
+    often as it can, every thread reads what one thread alone reads."""
+    import threading
+
+    from ingest.parsers.pasta import fastpath
+
+    names = [n for n in NAMES if (SAMPLES / n).exists()]
+    data = {n: (SAMPLES / n).read_bytes() for n in names}
+    expected = {n: [json.dumps(d, sort_keys=False) for d in pasta.parse_dicts(io.BytesIO(b), n)]
+                for n, b in data.items()}  # fmt: skip
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            for cache in (fastpath._LAYOUTS, fastpath._FIXED_LINES, fastpath._ABSENT):
+                cache.clear()
+            got: dict = {}
+            errors: list = []
+
+            def parse(name: str, slot: int) -> None:
+                try:
+                    got[name, slot] = [json.dumps(d, sort_keys=False)
+                                       for d in pasta.parse_dicts(io.BytesIO(data[name]), name)]  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - reported below, with the file
+                    errors.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+
+            threads = [threading.Thread(target=parse, args=(n, i)) for n in names for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+            assert all(got[n, i] == expected[n] for n in names for i in range(2))
+    finally:
+        sys.setswitchinterval(switch)

@@ -157,7 +157,7 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
     if pat is None and len(_LAYOUTS) < 64:
         by_slot = {suffix: re.escape(b"; " + prefix + sw + suffix + b":") + rb" ++" for prefix, sw, suffix in keys}
         parts = [by_slot[s] + v + b"\n" if s in by_slot else rb"(?:(\x00)|)" for s, v in _SCORE_SLOTS]
-        pat = _LAYOUTS[sig] = re.compile(_HIT_LINE + b"".join(parts) + _HSP_TAIL)
+        pat = re.compile(_HIT_LINE + b"".join(parts) + _HSP_TAIL)
         # lines that are always there: ">>"/">--", the score lines, 7 a side
         _FIXED_LINES[pat] = 1 + len(keys) + 14
         # the Hsp fields this layout never sets (the dicts of parse_dicts omit them)
@@ -165,6 +165,9 @@ def _learn_layout(buf: bytes, p: int) -> re.Pattern | None:
         if b"opt" in by_slot:
             absent.discard("score")  # score is the optimised score when there is no xx_score
         _ABSENT[pat] = tuple(f for f in _HSP_FIELD_ORDER if f in absent)
+        # published last: the threads of a Dask worker share these, and one that found the layout
+        # before its line count and absent fields failed its file (or, reading defaults, counted wrong)
+        _LAYOUTS[sig] = pat
     return pat
 
 
@@ -214,10 +217,10 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     n_lines = hit_lines = 0  # lines of the hits done, of the hit being read
     # consecutive alignments: a scanner matches each where the previous one ended
     scan = pat.scanner(buf, p).match if pat is not None else None
-    fixed = _FIXED_LINES.get(pat, 0)
+    fixed = _FIXED_LINES[pat] if pat is not None else 0
     dicts = ctx.dicts
     unterminated = ctx.unterminated
-    build = _dict_builder(_ABSENT.get(pat, ()) + ctx.absent) if dicts else None
+    build = _dict_builder((_ABSENT[pat] if pat is not None else ()) + ctx.absent) if dicts else None
     while True:
         m = scan() if scan is not None else None
         if m is None:  # a new layout (or an unusual alignment)
