@@ -119,9 +119,9 @@ def test_concatenated_objects_without_newlines_stream(tmp_path):
 
 
 def test_objects_on_one_long_line_are_read_in_bounded_memory(tmp_path):
-    """20+ MB of concatenated objects without a newline (more than the layout sniffer peeks at):
-    the reader's peak RSS stays small."""
-    text = "".join(json.dumps({**_material(i), "sites": [{"xyz": [0.1, 0.2, 0.3]}] * 30}) for i in range(40_000))
+    """20+ MB of concatenated objects without a newline (more than the layout sniffer peeks at, 16 MB):
+    the reader's peak RSS stays small.  (It was 70 MB, 19 CPU-s to read.)"""
+    text = "".join(json.dumps({**_material(i), "sites": [{"xyz": [0.1, 0.2, 0.3]}] * 30}) for i in range(12_000))
     path = tmp_path / "one_line.json"
     path.write_text(text * 2)
     assert path.stat().st_size > 20e6
@@ -131,7 +131,7 @@ def test_objects_on_one_long_line_are_read_in_bounded_memory(tmp_path):
              "print(n, int(hwm.split()[1]) // 1024)")
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300,
                          check=True).stdout.split()
-    assert int(out[0]) == 80_000  # ids repeat across the two copies; every object is read
+    assert int(out[0]) == 24_000  # ids repeat across the two copies; every object is read
     assert int(out[1]) < 120, f"peak RSS {out[1]} MB for a {path.stat().st_size / 1e6:.0f} MB line"
 
 
