@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -119,36 +120,35 @@ def start_load(server, db_name, *args, extra_env=None, **popen):
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-def wait_for_loaded(client, db_name: str, share: float, proc, total: int = N_FILES) -> int:
+@contextmanager
+def stopped_mid_load(client, db_name: str, share: float, proc, total: int = N_FILES):
     """Block until ``share`` of the files are loaded (while ``proc`` still runs), then stop the load's
-    processes (SIGSTOP), so that what the test does next lands in the middle of the load however
-    busy the machine is (a batch of small files loads in a fraction of a second: a kill sent after
-    the count could otherwise meet a finished load); :func:`resume` lets them go on.  The count,
-    taken again once they are stopped."""
+    processes (SIGSTOP) for the block, so that what the test does in it lands in the middle of the
+    load however busy the machine is (a batch of small files loads in a fraction of a second: a kill
+    sent after the count could otherwise meet a finished load); they go on (SIGCONT) after it, also
+    when it fails.  Gives the count, taken again once they are stopped."""
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    while True:
         n = client[db_name].ingest_files.count_documents({"status": "loaded"})
         if n >= share * total:
-            proc.stopped = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-            for p in proc.stopped:
-                p.suspend()
-            n = client[db_name].ingest_files.count_documents({"status": "loaded"})
-            if proc.poll() is not None or n >= total:
-                resume(proc)
-                raise AssertionError(f"the load ended before it could be interrupted ({n} loaded)")
-            return n
+            break
         assert proc.poll() is None, "the load ended before it could be interrupted"
+        assert time.monotonic() < deadline, "the load made no progress"
         time.sleep(0.05)
-    raise AssertionError("the load made no progress")
-
-
-def resume(proc) -> None:
-    """SIGCONT to the processes :func:`wait_for_loaded` stopped (those still there)."""
-    for p in getattr(proc, "stopped", []):
-        try:
-            p.resume()
-        except psutil.NoSuchProcess:
-            pass
+    stopped = [psutil.Process(proc.pid)]
+    stopped += stopped[0].children(recursive=True)
+    for p in stopped:
+        p.suspend()
+    try:
+        n = client[db_name].ingest_files.count_documents({"status": "loaded"})
+        assert proc.poll() is None and n < total, f"the load ended before it could be interrupted ({n} loaded)"
+        yield n
+    finally:
+        for p in stopped:
+            try:
+                p.resume()
+            except psutil.NoSuchProcess:
+                pass
 
 
 def assert_exact(server, db_name: str, clean: dict) -> None:
@@ -201,9 +201,9 @@ def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, 
     seen = []
     for share in (0.1, 0.4, 0.7):
         proc = start_load(server, name, corpus, "--workers", "2")
-        seen.append(wait_for_loaded(server.client, name, share, proc))
-        proc.kill()  # the command; its worker processes die with it
-        resume(proc)
+        with stopped_mid_load(server.client, name, share, proc) as n:
+            seen.append(n)
+            proc.kill()  # the command; its worker processes die with it
         proc.wait(30)
         assert proc.returncode == -signal.SIGKILL
     assert seen == sorted(seen) and seen[-1] < N_FILES
@@ -218,12 +218,11 @@ def test_kill_9_at_three_moments_then_the_same_command_finishes_exactly(server, 
 def test_a_killed_worker_loses_nothing(server, corpus, clean):
     name = f"worker_{uuid.uuid4().hex[:6]}"
     proc = start_load(server, name, corpus, "--workers", "2")
-    wait_for_loaded(server.client, name, 0.2, proc)
-    workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
-               if "dask worker" in " ".join(c.cmdline()) or c.name().startswith("dask worker")]
-    assert workers, [c.cmdline() for c in psutil.Process(proc.pid).children(recursive=True)]
-    workers[0].kill()
-    resume(proc)
+    with stopped_mid_load(server.client, name, 0.2, proc):
+        workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "dask worker" in " ".join(c.cmdline()) or c.name().startswith("dask worker")]
+        assert workers, [c.cmdline() for c in psutil.Process(proc.pid).children(recursive=True)]
+        workers[0].kill()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     report = json.loads(out)
@@ -239,9 +238,8 @@ def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus,
     name = f"restart_{uuid.uuid4().hex[:6]}"
     impatient = {"MONGODB_URI": server.uri + "&serverSelectionTimeoutMS=1000", "SCI_INGEST_LEASE_SECONDS": "600"}
     proc = start_load(server, name, corpus, "--workers", "2", extra_env=impatient)
-    wait_for_loaded(server.client, name, 0.3, proc)
-    server.kill()
-    resume(proc)
+    with stopped_mid_load(server.client, name, 0.3, proc):
+        server.kill()
     time.sleep(4)
     server.start()
     out, err = proc.communicate(timeout=300)
@@ -255,9 +253,8 @@ def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus,
 def test_server_gone_for_good_exits_1_and_the_rerun_finishes(server, corpus, clean):
     name = f"gone_{uuid.uuid4().hex[:6]}"
     proc = start_load(server, name, corpus, "--workers", "2", "--retry-for", "3")
-    wait_for_loaded(server.client, name, 0.3, proc)
-    server.kill()
-    resume(proc)
+    with stopped_mid_load(server.client, name, 0.3, proc):
+        server.kill()
     killed = time.monotonic()
     try:
         out, err = proc.communicate(timeout=300)
@@ -281,9 +278,8 @@ def test_ctrl_c_rolls_back_what_was_in_flight_and_says_how_to_resume(server, cor
     # SIGINT ignored, which every child inherits and Python keeps (the load then rightly ignored Ctrl-C)
     proc = start_load(server, name, corpus, "--workers", "2", start_new_session=True,
                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    wait_for_loaded(server.client, name, 0.3, proc)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
-    resume(proc)
+    with stopped_mid_load(server.client, name, 0.3, proc):
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out[-2000:], err[-2000:])
     report = json.loads(out)
