@@ -400,15 +400,18 @@ def _no_date_is_a_string(db, summary, files) -> dict[str, set[str]]:
     paths = _date_paths(files)
     for coll, wheres in paths.items():
         # a count is a pass over the collection: one for the strings of every path (the message
-        # names the paths), and for the dates the first document that holds one is enough
+        # names the paths), and one read of every path's values for the dates (a find_one per path
+        # took 0.8 s each on the embedded server, 21 of them: limit 1 does not end its scan early)
         def strings(where: str) -> int:
             return db[coll].count_documents({where: {"$type": "string"}})
 
         if wheres:
             any_string = {"$or": [{where: {"$type": "string"}} for where in sorted(wheres)]}
             assert db[coll].count_documents(any_string) == 0, (coll, [w for w in sorted(wheres) if strings(w)])
-        for where in sorted(wheres):
-            assert db[coll].find_one({where: {"$type": "date"}}, {"_id": 1}) is not None, (coll, where)
+        dated = set()
+        for doc in db[coll].find({}, {where: 1 for where in wheres}):
+            dated.update(where for where, value in _date_values(doc) if isinstance(value, datetime))
+        assert dated >= wheres, (coll, sorted(wheres - dated))
     return paths
 
 
