@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from bson import json_util
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,14 +58,16 @@ def test_no_secret_survives_redaction_or_scrubbing(user, password, option, value
         secrets_module._SECRETS.update(before)
 
 
-def _scan_everything(mongo_client, db: str, home: Path) -> str:
-    text = ""
+def _scan_everything(mongo_client, db: str, home: Path) -> bytes:
+    """Every stored byte: each collection's documents as the server sends them (raw BSON, whose
+    strings are their UTF-8 bytes), and every file of the home."""
+    found = b""
     for name in mongo_client[db].list_collection_names():
-        text += json_util.dumps(list(mongo_client[db][name].find()))
+        found += b"".join(mongo_client[db][name].find_raw_batches())
     for path in home.rglob("*"):
         if path.is_file():
-            text += path.read_text(errors="replace")
-    return text
+            found += path.read_bytes()
+    return found
 
 
 def test_a_secret_option_in_the_uri_is_nowhere_after_a_run(mongo_uri, mongo_client, tmp_path):
@@ -88,7 +89,7 @@ def test_a_secret_option_in_the_uri_is_nowhere_after_a_run(mongo_uri, mongo_clie
         report = json.loads(proc.stdout)
         assert report["files"]["files_loaded"] > 0
         assert secret not in proc.stdout and secret not in proc.stderr
-        assert secret not in _scan_everything(mongo_client, db, home)
+        assert secret.encode() not in _scan_everything(mongo_client, db, home)
     finally:
         mongo_client.drop_database(db)
 
