@@ -2,7 +2,9 @@
 
 Resolution order for the MongoDB URI: explicit argument (``--mongo-uri``) >
 ``MONGODB_URI`` environment variable > (inside Airflow) the ``mongo_default``
-connection > none, which means "start the embedded SecantusDB server".
+connection > none, which means "start the embedded SecantusDB server" -- unless the
+embedded server is forbidden (``--no-embedded``, ``SCI_INGEST_NO_EMBEDDED=1``; in Airflow
+also the Variable ``sci_ingest_no_embedded``): then no URI is an error, at once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
 #: command's own process (docs/pipeline.md, "Small work"): below it, starting them costs more than they save.
 DEFAULT_SMALL_WORK = 20_000
+#: Set to 1 (true, yes): never start or use the embedded server; a command without a MongoDB URI fails.
+NO_EMBEDDED_ENV = "SCI_INGEST_NO_EMBEDDED"
 SAMPLES_DIR = PROJECT_ROOT / "samples"
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 
@@ -45,6 +49,10 @@ class Settings:
     #: $SCI_INGEST_SMALL_WORK: a step that would start worker processes only for itself and reads
     #: at most this many documents runs in the command's own process instead (0: never).
     small_work: int = DEFAULT_SMALL_WORK
+    #: False (``--no-embedded``, $SCI_INGEST_NO_EMBEDDED): without ``mongo_uri`` a command fails at
+    #: once (:func:`require_uri`) instead of starting the home's embedded server: production, where
+    #: a misconfigured host must not write to a private local database.
+    embedded: bool = True
 
     @property
     def landing_dir(self) -> Path:
@@ -68,9 +76,28 @@ class Settings:
             dask_scheduler=env.get("DASK_SCHEDULER_ADDRESS") or None,
             landing=Path(env["SCI_INGEST_LANDING"]) if env.get("SCI_INGEST_LANDING") else None,
             small_work=_small_work(env.get("SCI_INGEST_SMALL_WORK")),
+            embedded=not env_flag(NO_EMBEDDED_ENV),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         return replace(base, **clean)
+
+
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is on (1, true, yes, on); unset or empty is off."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name} must be 1 or 0 (true or false), not {value!r}")
+
+
+def require_uri(settings: "Settings") -> None:
+    """Raise :class:`ConfigError` (one line naming what to set) when ``settings`` have no MongoDB URI
+    and the embedded server is forbidden."""
+    if not settings.mongo_uri and not settings.embedded:
+        raise ConfigError(f"no MongoDB configured and the embedded server is off ({NO_EMBEDDED_ENV}=1 or "
+                          "--no-embedded): set --mongo-uri or MONGODB_URI (in Airflow: the mongo_default connection)")
 
 
 def _small_work(value: str | None) -> int:

@@ -149,15 +149,33 @@ os.environ["AIRFLOW_CONN_MONGO_TLS"] = json.dumps({{
     "conn_type": "mongo", "host": "db.example.org", "port": 27017, "login": "u s", "password": "p@ss",
     "schema": "admin", "extra": {{"ssl": True, "allow_insecure": True, "replicaSet": "rs0"}}}})
 conn["tls"] = resolve_mongo_uri("mongo_tls")
+def outcome(call):
+    try:
+        return call()
+    except Exception as exc:
+        return [type(exc).__module__ + "." + type(exc).__name__, str(exc), type(exc.__cause__).__name__]
+
 os.environ["AIRFLOW_CONN_MONGO_WRONG"] = "mongodb://db.example.org:27017/"
-try:
-    conn["wrong_type"] = resolve_mongo_uri("mongo_wrong")
-except ConfigError as exc:
-    conn["wrong_type"] = "ConfigError: " + str(exc)
+conn["wrong_type"] = outcome(lambda: resolve_mongo_uri("mongo_wrong"))
 os.environ["MONGODB_URI"] = "mongodb://from-env:1/"
 conn["env_wins"] = resolve_mongo_uri()
 del os.environ["MONGODB_URI"]
+# production: the Variable forbids the embedded server; no connection is then a failure at once
+os.environ["AIRFLOW_VAR_SCI_INGEST_NO_EMBEDDED"] = "true"
+conn["no_embedded"] = outcome(lambda: resolve_mongo_uri("sci_ingest_no_such_conn"))
+conn["no_embedded_with_conn"] = outcome(lambda: resolve_mongo_uri("mongo_tls"))
+os.environ["AIRFLOW_VAR_SCI_INGEST_NO_EMBEDDED"] = "perhaps"
+conn["no_embedded_bad"] = outcome(lambda: resolve_mongo_uri("sci_ingest_no_such_conn"))
+del os.environ["AIRFLOW_VAR_SCI_INGEST_NO_EMBEDDED"]
 facts["conn"] = conn
+
+# ... and so does SCI_INGEST_NO_EMBEDDED in the workers' environment, at the task's first step
+from ingest.pipeline import task_load
+os.environ["SCI_INGEST_NO_EMBEDDED"] = "1"
+home = os.environ["SCI_INGEST_HOME"]
+facts["no_embedded_task"] = outcome(lambda: run_task(task_load, "manual__1", mongo_uri=None))
+facts["no_embedded_home"] = sorted(os.listdir(home)) if os.path.isdir(home) else []
+del os.environ["SCI_INGEST_NO_EMBEDDED"]
 
 def fails():
     raise ValidationFailed("2 critical expectations failed", [{{"expectation": "hits.evalue >= 0"}}])
@@ -222,7 +240,10 @@ def test_resolve_mongo_uri_from_airflow_connections(dag_facts, mongo_uri):
     parsed = parse_uri(conn["tls"])  # pymongo reads it back as the connection meant it
     assert (parsed["username"], parsed["password"], parsed["database"]) == ("u s", "p@ss", "admin")
     assert dict(parsed["options"]) == {"replicaSet": "rs0", "tls": True, "tlsAllowInvalidCertificates": True}
-    assert conn["wrong_type"].startswith("ConfigError: ") and "must be 'mongo'" in conn["wrong_type"]
+    # a connection that cannot work fails the task at once (Airflow does not retry it)
+    exc_type, message, cause = conn["wrong_type"]
+    assert exc_type == "airflow.sdk.exceptions.AirflowFailException" and cause == "ConfigError"
+    assert message.startswith("ConfigError: ") and "must be 'mongo'" in message
     if dag_facts["conn_given"] is None:
         pytest.skip(f"test server URI {mongo_uri!r} cannot be expressed as a one-host Airflow connection")
     # The URI built from AIRFLOW_CONN_MONGO_DEFAULT reaches the real test server.
@@ -231,6 +252,21 @@ def test_resolve_mongo_uri_from_airflow_connections(dag_facts, mongo_uri):
         assert client.admin.command("ping")["ok"] == 1
     finally:
         client.close()
+
+
+def test_a_task_without_a_database_fails_at_once_where_the_embedded_server_is_forbidden(dag_facts):
+    """The Variable sci_ingest_no_embedded (or SCI_INGEST_NO_EMBEDDED in the workers' environment):
+    no mongo_default connection fails the task without retries, naming what to set, and starts no
+    server; a configured connection is used as before; a value that is not a boolean is refused."""
+    conn = dag_facts["conn"]
+    for outcome in (conn["no_embedded"], dag_facts["no_embedded_task"]):
+        exc_type, message, cause = outcome
+        assert exc_type == "airflow.sdk.exceptions.AirflowFailException" and cause == "ConfigError", outcome
+        assert "\n" not in message and "embedded server is off" in message, message
+        assert "MONGODB_URI" in message and "mongo_default" in message, message
+    assert conn["no_embedded_with_conn"].startswith("mongodb://u+s:p%40ss@db.example.org:27017/admin")
+    assert conn["no_embedded_bad"][0].endswith("AirflowFailException") and "'perhaps'" in conn["no_embedded_bad"][1]
+    assert "db" not in dag_facts["no_embedded_home"] and "server.json" not in dag_facts["no_embedded_home"]
 
 
 def test_run_task_fails_fast_on_deterministic_errors(dag_facts):

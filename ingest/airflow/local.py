@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from ingest.config import require_uri
 from ingest.errors import ConfigError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import start_background
@@ -104,6 +105,7 @@ def admin_password(state_dir: Path, timeout: float = 0.0) -> str | None:
 
 
 def _embedded_uri(settings, log) -> str:
+    require_uri(settings)
     state = start_background(settings.state_dir)
     log(f"MongoDB: the embedded SecantusDB server, pid {state['pid']}, {state['uri']} "
         "(`sci-ingest server stop` stops it)")

@@ -8,7 +8,8 @@ without Airflow installed.
 * :func:`resolve_mongo_uri` -- where MongoDB is: ``MONGODB_URI`` first, then
   the Airflow connection ``mongo_default`` (only when running under Airflow,
   unless asked), else ``None`` (the pipeline then starts or reuses the
-  embedded SecantusDB server).
+  embedded SecantusDB server) -- or, with the Variable ``sci_ingest_no_embedded``
+  on, a failure at once naming what to configure.
 * :func:`uri_from_connection` -- a MongoDB URI from an Airflow connection,
   built the way :class:`airflow.providers.mongo.hooks.mongo.MongoHook` builds
   its client (its ``uri`` plus the connection extras, which the hook passes to
@@ -25,13 +26,18 @@ from __future__ import annotations
 import os
 import sys
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlencode
 
+from ingest.config import Settings, require_uri
 from ingest.errors import ConfigError, InputError, ValidationFailed
 
 MONGODB_URI_ENV = "MONGODB_URI"
 DEFAULT_CONN_ID = "mongo_default"
+#: The Airflow Variable that forbids the embedded server to every task (true/false; also
+#: ``SCI_INGEST_NO_EMBEDDED=1`` in the workers' environment).
+NO_EMBEDDED_VARIABLE = "sci_ingest_no_embedded"
 
 # Errors a retry cannot fix: the same input / config / data fails the same way.
 DETERMINISTIC_ERRORS: tuple[type[Exception], ...] = (ConfigError, InputError, ValidationFailed)
@@ -102,7 +108,8 @@ def resolve_mongo_uri(conn_id: str = DEFAULT_CONN_ID, *, use_airflow: bool | Non
        in the UI/CLI or as ``AIRFLOW_CONN_MONGO_DEFAULT='mongo://host:27017/?directConnection=true'``
        -- note the connection type is ``mongo``, not ``mongodb``), if defined;
     3. ``None``: no external database configured -- the pipeline starts or
-       reuses the embedded SecantusDB server.
+       reuses the embedded SecantusDB server; unless the Variable ``sci_ingest_no_embedded``
+       is on: then the task fails at once (no retries) naming what to configure.
 
     ``use_airflow``: whether to consult Airflow at step 2.  ``None`` (default)
     means "when running under Airflow", i.e. when Airflow is already imported
@@ -121,7 +128,24 @@ def resolve_mongo_uri(conn_id: str = DEFAULT_CONN_ID, *, use_airflow: bool | Non
         import airflow  # noqa: PLC0415,F401 - lazy: only to learn whether Airflow is installed; it costs 1.9 s
     except ImportError:
         return None
-    return uri_from_connection(conn_id)
+    with failing_at_once():  # a connection that cannot work, or none where one is required: no retries
+        uri = uri_from_connection(conn_id)
+        if uri is None and _no_embedded_variable():
+            require_uri(Settings(mongo_uri=None, embedded=False))
+    return uri
+
+
+def _no_embedded_variable() -> bool:
+    """Whether the Airflow Variable ``sci_ingest_no_embedded`` (or ``AIRFLOW_VAR_SCI_INGEST_NO_EMBEDDED``)
+    is on: a deployment's way to forbid the embedded server to every task."""
+    from airflow.sdk import Variable  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
+
+    value = str(Variable.get(NO_EMBEDDED_VARIABLE, default="") or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"the Airflow Variable {NO_EMBEDDED_VARIABLE} must be true or false, not {value!r}")
 
 
 def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
@@ -198,8 +222,16 @@ def run_task(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
     errors -- ``ServerError``, ``DatabaseError``, anything unexpected -- propagate
     and are retried according to the task's ``retries``.
     """
-    try:
+    with failing_at_once():
         return func(*args, **kwargs)
+
+
+@contextmanager
+def failing_at_once() -> Iterator[None]:
+    """Inside the block, a deterministic error (:data:`DETERMINISTIC_ERRORS`) becomes Airflow's
+    ``AirflowFailException`` (chained with ``from``): the task fails without its retries."""
+    try:
+        yield
     except DETERMINISTIC_ERRORS as exc:
         from airflow.sdk.exceptions import AirflowFailException  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
 

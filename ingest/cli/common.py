@@ -18,6 +18,7 @@ def settings_from(args) -> Settings:
     -q or --json has no progress to quiet, or prints no JSON)."""
     return Settings.from_env(mongo_uri=getattr(args, "mongo_uri", None), db_name=getattr(args, "db", None),
                              dask_scheduler=getattr(args, "scheduler", None),
+                             embedded=False if getattr(args, "no_embedded", False) else None,
                              progress=not getattr(args, "quiet", False) and not getattr(args, "json", False))
 
 

@@ -90,6 +90,9 @@ def build_parser(with_plugins: bool = True) -> Parser:
     database = Parser(add_help=False)  # the options of the commands that use a database
     database.add_argument("--mongo-uri", help="MongoDB URI (default: $MONGODB_URI, else the embedded SecantusDB)")
     database.add_argument("--db", help="database name (default: $SCI_INGEST_DB or sci_ingest)")
+    database.add_argument("--no-embedded", action="store_true",
+                          help="never start or use the embedded server: without --mongo-uri or $MONGODB_URI, "
+                               "fail at once (default: $SCI_INGEST_NO_EMBEDDED)")
 
     parser = Parser(
         prog="sci-ingest",

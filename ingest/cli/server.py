@@ -3,7 +3,7 @@ its users.  Each verb prints one JSON object with ``--json``."""
 
 from __future__ import annotations
 
-from ingest.config import Settings
+from ingest.config import NO_EMBEDDED_ENV, Settings
 from ingest.errors import ConfigError, Exit
 from ingest.report import dumps
 from ingest.server.access import add_user, credentials_path, load_credentials, with_credentials
@@ -19,6 +19,8 @@ def cmd_server(args) -> int:
 
 
 def _start(args, settings) -> int:
+    if not settings.embedded:
+        raise ConfigError(f"the embedded server is off here ({NO_EMBEDDED_ENV}=1): unset it to start one")
     state = start_background(settings.state_dir, port=args.port, auth=args.auth)
     credentials = credentials_path(settings.state_dir) if state.get("auth") else None
     if args.json:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
-from ingest.config import Settings
+from ingest.config import Settings, require_uri
 from ingest.errors import UnsupportedFeature
 from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
@@ -48,6 +48,7 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
     with ExitStack() as stack:
         uri, embedded, server_pid = settings.mongo_uri, None, None
         if not uri:
+            require_uri(settings)  # production: no URI is an error, never a private local database
             uri, embedded, server_pid = _embedded(settings, stack, log)
         client = None
         try:
