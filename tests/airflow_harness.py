@@ -6,6 +6,7 @@ tests/test_airflow_ui.py): ``sci-ingest airflow`` started in a temporary home (t
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -122,6 +123,19 @@ def _all_done(api, dag_id: str, count: int):
                                                              for r in runs if r["state"] == "failed"]  # fmt: skip
     done = [r for r in runs if r["state"] == "success"]
     return done if len(done) >= count and len(done) == len(runs) else None
+
+
+def materials_sample(folder: Path, records: int = 300) -> Path:
+    """``<folder>/materials.jsonl.gz``: the first ``records`` lines of the bundled materials sample
+    (3,000 in all), for the runs that check the wiring, not the analyses' numbers (its hull
+    diagrams and formula checks took 13 s of each run that analysed all of them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(REPO / "samples" / "materials" / "materials.jsonl.gz", "rt", encoding="utf-8") as src:
+        lines = [line for _, line in zip(range(records), src)]
+    path = folder / "materials.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.writelines(lines)
+    return path
 
 
 def land_day(home: Path, day: str, files) -> Path:

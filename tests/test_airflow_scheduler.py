@@ -38,6 +38,7 @@ from airflow_harness import (  # noqa: F401  (local_airflow: the fixture)
     admin_and_mongo,
     land_day,
     local_airflow,
+    materials_sample,
     wait_healthy,
 )
 
@@ -69,7 +70,7 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
 
     pasta = sorted((REPO / "samples" / "pasta").glob("*.m10"))[:2]
     land_day(home, "2026-11-01", pasta)
-    land_day(home, "2026-11-02", [REPO / "samples" / "materials" / "materials.jsonl.gz"])
+    land_day(home, "2026-11-02", [materials_sample(home / "subset")])
     # 2026-11-03: nothing landed
     for dag_id in ("sci_ingest_landing", "sci_ingest_curated"):
         api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})

@@ -34,6 +34,7 @@ import pymongo
 import pytest
 from pymongo.uri_parser import parse_uri
 
+from airflow_harness import materials_sample
 from ingest.airflow.support import paths_param, resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, DatabaseError
 
@@ -334,10 +335,7 @@ def _pipeline_missing() -> str | None:
     return None
 
 
-E2E_INPUTS = (
-    REPO_ROOT / "samples" / "pasta" / "ssearch36_prot.m10",
-    REPO_ROOT / "samples" / "materials" / "materials.jsonl.gz",
-)
+E2E_SEARCH = REPO_ROOT / "samples" / "pasta" / "ssearch36_prot.m10"
 
 DAG_TEST_SCRIPT = f"""
 import json, os
@@ -373,16 +371,15 @@ def test_dag_test_end_to_end(tmp_path, mongo_uri, mongo_client):
     reason = _pipeline_missing()
     if reason:
         pytest.skip(reason)
-    missing = [str(p) for p in E2E_INPUTS if not p.exists()]
-    assert not missing, f"sample inputs missing: {missing}"
+    inputs = [E2E_SEARCH, materials_sample(tmp_path / "in")]
     db_name = f"t_dag_{uuid.uuid4().hex[:10]}"
     conn = airflow_conn_uri(mongo_uri)
     # Prefer the Airflow-connection route (exercises resolve_mongo_uri inside a real task);
     # fall back to MONGODB_URI for URIs an Airflow connection cannot express.
     target = {"AIRFLOW_CONN_MONGO_DEFAULT": conn} if conn else {"MONGODB_URI": mongo_uri}
     # A small ad-hoc load through the ``paths`` param (the bundled samples in full take minutes
-    # on 2 cores): one FASTA -m 10 file and the Materials-Project sample.
-    conf = {"paths": [str(p) for p in E2E_INPUTS]}
+    # on 2 cores): one FASTA -m 10 file and 300 records of the Materials-Project sample.
+    conf = {"paths": [str(p) for p in inputs]}
     env = airflow_env(tmp_path / "airflow", SCI_INGEST_DB=db_name, DAG_RUN_CONF=json.dumps(conf), **target)
     try:
         result, output = run_python(DAG_TEST_SCRIPT, env, timeout=420)
@@ -392,7 +389,7 @@ def test_dag_test_end_to_end(tmp_path, mongo_uri, mongo_client):
         run_id = result["run_id"]
         load_summary = result["returned"]["load"]
         assert load_summary["run_id"] == run_id  # the Airflow run id is the ingest run id
-        assert load_summary["files_loaded"] == len(E2E_INPUTS), load_summary  # the paths param was honoured
+        assert load_summary["files_loaded"] == len(inputs), load_summary  # the paths param was honoured
         db = mongo_client[db_name]
         for name in ("searches", "hits", "materials"):
             assert db[name].estimated_document_count() > 0, f"no documents in {db_name}.{name}"
