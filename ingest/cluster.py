@@ -11,6 +11,7 @@ measures the step and not the workers' imports.  Nothing here knows any analysis
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import types
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from typing import Iterator
 
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
+from ingest.fileio import stderr_line
+from ingest.tls import TLS_ENV, client_security, plain_tcp_risk
 from ingest import plugins
 
 __all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
@@ -28,11 +31,14 @@ WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}
 
 @contextmanager
 def dask_client(scheduler_address: str | None = None, n_workers: int | None = None, *,
-                in_process: bool = False) -> Iterator["distributed.Client"]:  # noqa: F821
+                in_process: bool = False, tls_dir: str | None = None) -> Iterator["distributed.Client"]:  # noqa: F821
     """A Dask client for the duration of the block, closed at exit.
 
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),
-    connect to that scheduler; its workers must be able to import sci-ingest.
+    connect to that scheduler; its workers must be able to import sci-ingest.  A ``tls://``
+    scheduler is shown the ``client`` certificate of ``tls_dir`` (default ``$SCI_INGEST_DASK_TLS``:
+    :mod:`ingest.tls`) or what Dask's configuration names; a plain ``tcp://`` one off this host
+    gets a warning on stderr.
     Otherwise start a private ``LocalCluster`` of ``n_workers`` (default:
     the cores, :func:`ingest.config.default_workers`) single-threaded worker
     processes, with quiet logs and the scheduler's HTTP port chosen freely (not
@@ -44,10 +50,7 @@ def dask_client(scheduler_address: str | None = None, n_workers: int | None = No
     from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.5 s
 
     if scheduler_address:
-        try:
-            client = Client(scheduler_address, timeout="15s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise ConfigError(f"cannot reach the Dask scheduler at {scheduler_address}: {exc}") from exc
+        client = _connect(Client, scheduler_address, tls_dir)
         try:
             yield client
         finally:
@@ -61,6 +64,31 @@ def dask_client(scheduler_address: str | None = None, n_workers: int | None = No
         return
     with _main_not_rerun():
         yield from _local_client(dask, Client, LocalCluster, n_workers)
+
+
+def _connect(Client, address: str, tls_dir: str | None):
+    """A client of the scheduler at ``address``: with the ``client`` certificate of ``tls_dir``
+    (default ``$SCI_INGEST_DASK_TLS``), else as Dask's configuration says; a warning first when
+    the address is plain TCP off this host (:func:`ingest.tls.plain_tcp_risk`)."""
+    risk = plain_tcp_risk(address)
+    if risk:
+        stderr_line(f"warning: {risk}")
+    folder = tls_dir if tls_dir is not None else os.environ.get(TLS_ENV, "").strip()
+    security = client_security(folder)
+    if address.startswith("tls://") and security is None and not dask_tls_configured():
+        raise ConfigError(f"the Dask scheduler {address} speaks TLS: give sci-ingest a client certificate "
+                          f"({TLS_ENV}=DIR, made by `sci-ingest certs DIR`, or Dask's distributed.comm.tls settings)")
+    try:
+        return Client(address, timeout="15s", set_as_default=False, security=security)
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
+
+
+def dask_tls_configured() -> bool:
+    """Whether Dask's own configuration names a certificate authority (``distributed.comm.tls.ca-file``)."""
+    import dask  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; dask costs 0.1 s
+
+    return bool(dask.config.get("distributed.comm.tls.ca-file", None))
 
 
 def _in_process_client(dask, Client, LocalCluster):

@@ -25,7 +25,7 @@ import sys
 import threading
 
 from ingest import plugins
-from ingest.cli import query, shard
+from ingest.cli import certs, query, shard
 from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
 from ingest.errors import Exit, SciIngestError, UsageError
 from ingest.fileio import stderr_line
@@ -34,7 +34,7 @@ __all__ = ["build_parser", "main", "run", "Parser"]
 
 #: The commands of ``ingest`` itself (any other loads the plugins).
 OWN_COMMANDS = frozenset({"run", "load", "timings", "server", "parse", "airflow", "hash", "shard", "shard-plan",
-                          "query", "export", "indexes"})
+                          "query", "export", "indexes", "certs"})
 
 
 class Parser(argparse.ArgumentParser):
@@ -128,7 +128,7 @@ def build_parser(with_plugins: bool = True) -> Parser:
     p = add("load", cmd_load, "load files into MongoDB (formats detected per file), in parallel",
             "examples:\n  sci-ingest load results/           every .m10[.gz] / .json[l][.gz] below\n"
             "  sci-ingest load a.m10 b.m10.gz materials.jsonl --force\n"
-            "  sci-ingest load --workers 16 --scheduler tcp://sched:8786 /data/ssearch/   a backfill on a cluster\n"
+            "  sci-ingest load --workers 16 --scheduler tls://sched:8786 /data/ssearch/   a backfill on a cluster\n"
             "  sci-ingest load --dry-run --workers 2 results/    everything but the writes\n"
             "\nInterrupted (Ctrl-C, a crash, a server restart)? Run the same command again: finished files\n"
             "are skipped, half-written ones are rolled back and loaded again, nothing is doubled.\n"
@@ -175,6 +175,7 @@ def build_parser(with_plugins: bool = True) -> Parser:
 
     shard.register(add, database)
     query.register(add, database)
+    certs.register(add, database)
     return parser
 
 
