@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-ui bench lock server-start server-stop airflow clean
+.PHONY: install compiled run test test-ui bench lock server-start server-stop airflow clean
 
 install: $(STAMP)
 
@@ -16,21 +16,33 @@ install: $(STAMP)
 # `sci-ingest parse` took 0.13 s of CPU without the bytecode, 0.09 s with it).  The dependencies
 # are compiled as Python imports them (the bytecode is written at the first import): a whole
 # `make test` imports 4,698 of their 16,786 modules, 11 CPU-s to compile, where compiling them
-# all took 55 CPU-s, 30 s of a fresh clone's `make test` on 2 cores.  With PYTHONDONTWRITEBYTECODE
-# set nothing would be written, so they are all compiled here (their own test suites left out).
+# all took 55 CPU-s, 30 s of a fresh clone's `make test` on 2 cores.
 $(STAMP): requirements.lock pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e . -C editable_mode=compat
 	@$(BIN)/python -m compileall -q ingest analytics
+	@rm -f $(COMPILED)
+	@touch $@
+
+# With PYTHONDONTWRITEBYTECODE set nothing is written at the first import, so every command would
+# compile its imports again: for the targets that run commands in your environment (run, airflow,
+# bench) the dependencies are compiled once here, all but their own test suites and the packages
+# nothing here imports (pymatgen's optional sympy and networkx, plotly, pip, setuptools: 2 of their
+# 3,329 modules imported in a whole `make test`).  `make test` needs none of it: its processes
+# write the bytecode of what they import (PYTHONDONTWRITEBYTECODE unset for them: into the
+# virtualenv, and __pycache__ folders in tests/ and dags/ that git ignores).
+COMPILED := $(VENV)/.compiled
+compiled: $(COMPILED)
+$(COMPILED): $(STAMP)
 ifneq ($(PYTHONDONTWRITEBYTECODE),)
-	$(BIN)/python -m compileall -q -j 0 -x 'site-packages/.*/(tests?|testing)/' \
+	$(BIN)/python -m compileall -q -j 0 -x 'site-packages/(.*/(tests?|testing)|sympy|networkx|plotly|pip|setuptools)/' \
 	  "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 endif
 	@touch $@
 
-run: install
+run: install compiled
 	$(BIN)/sci-ingest run
 
 # The suite on TEST_WORKERS pytest-xdist workers, each with its own embedded server and its own
@@ -42,7 +54,7 @@ run: install
 # of the benchmarks failed.
 TEST_WORKERS ?= 3
 test: install
-	$(BIN)/python -m pytest -q -m "not ui" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not ui" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
 
 # The Airflow UI in a real browser (tests/test_airflow_ui.py, about 2 minutes): Debian's chromium
 # driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs
@@ -60,7 +72,7 @@ test-ui: install
 	    || { $$SUDO apt-get update -q >/dev/null && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; } \
 	    || { echo "make test-ui: apt-get install chromium chromium-driver failed; install them as root" >&2; exit 1; }; \
 	fi
-	$(BIN)/python -m pytest -q -s -m ui tests/test_airflow_ui.py
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -s -m ui tests/test_airflow_ui.py
 
 # bench_small_files.py: 2,000 small files against one file of the same content (records, and
 # ssearch36 -m 10 outputs: Debian's fasta3), a re-run of 10,000 unchanged files and a gzip bomb's
@@ -70,7 +82,7 @@ test-ui: install
 # builds the SCALE-3 corpus when missing (about 4 minutes), loads its 1x and 10x databases
 # (about 7 minutes) and measures every analysis stage and validate against a bare read of
 # the same fields, three rounds at each scale, then the whole commands (about 25 minutes).
-bench: install
+bench: install compiled
 	$(BIN)/python benchmarks/bench_pasta.py
 	$(BIN)/python benchmarks/bench_json_layouts.py --mb 200
 	$(BIN)/python benchmarks/bench_load.py --build-10x
@@ -82,7 +94,7 @@ lock:
 	$(BIN)/uv pip compile --python-version 3.11 --prerelease=if-necessary-or-explicit --quiet requirements.in -o requirements.lock
 
 # Airflow 3 on the project's DAGs, on 127.0.0.1:8080 (PORT=...), until Ctrl-C: see `sci-ingest airflow --help`.
-airflow: install
+airflow: install compiled
 	$(BIN)/sci-ingest airflow --port $(or $(PORT),8080)
 
 server-start: install
