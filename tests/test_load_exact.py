@@ -240,7 +240,9 @@ def test_server_killed_and_restarted_mid_load_is_retried_through(server, corpus,
     proc = start_load(server, name, corpus, "--workers", "2", extra_env=impatient)
     with stopped_mid_load(server.client, name, 0.3, proc):
         server.kill()
-    time.sleep(4)
+    # down for 8 s: with 4 s, one suite of 1,402 tests (a fresh clone's second run) saw the load end with no
+    # retry counted; why is not established (issue 27's note), a longer outage makes meeting it likelier
+    time.sleep(8)
     server.start()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
