@@ -281,6 +281,7 @@ def test_sci_ingest_processes_are_wired_to_mongos_and_dask(services):
         assert env.get("MONGODB_URI") == MONGOS_URI, name
         assert env.get("DASK_SCHEDULER_ADDRESS") == DASK_ADDRESS, name
         assert env.get("SCI_INGEST_DB") == "sci_ingest", name
+        assert env.get("SCI_INGEST_NO_EMBEDDED") == "1", name  # never a private database in a container
     sched = command_of(services["dask-scheduler"])
     assert sched[:2] == ["dask", "scheduler"] and option(sched, "--port") == "8786"
     workers = [n for n, s in services.items() if command_of(s)[:2] == ["dask", "worker"]]
