@@ -23,7 +23,6 @@ $(STAMP): requirements.lock pyproject.toml Makefile
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e . -C editable_mode=compat
 	@$(BIN)/python -m compileall -q ingest analytics
-	@rm -f $(COMPILED)
 	@touch $@
 
 # With PYTHONDONTWRITEBYTECODE set nothing is written at the first import, so every command would

@@ -84,20 +84,30 @@ class Settings:
 
 def env_flag(name: str) -> bool:
     """Whether the environment variable ``name`` is on (1, true, yes, on); unset or empty is off."""
-    value = os.environ.get(name, "").strip().lower()
+    return parse_flag(os.environ.get(name, ""), name)
+
+
+def parse_flag(value: str, what: str) -> bool:
+    """``value`` read as a switch: 1, true, yes, on; or 0, false, no, off, empty.  Anything else is
+    a :class:`ConfigError` naming ``what`` (the variable it came from)."""
+    value = str(value).strip().lower()
     if value in ("", "0", "false", "no", "off"):
         return False
     if value in ("1", "true", "yes", "on"):
         return True
-    raise ConfigError(f"{name} must be 1 or 0 (true or false), not {value!r}")
+    raise ConfigError(f"{what} must be 1 or 0 (true or false), not {value!r}")
+
+
+#: What a command or task without a MongoDB says where the embedded server is forbidden.
+NO_DATABASE = (f"no MongoDB configured and the embedded server is off ({NO_EMBEDDED_ENV}=1 or --no-embedded): "
+               "set --mongo-uri or MONGODB_URI (in Airflow: the mongo_default connection)")
 
 
 def require_uri(settings: "Settings") -> None:
-    """Raise :class:`ConfigError` (one line naming what to set) when ``settings`` have no MongoDB URI
-    and the embedded server is forbidden."""
+    """Raise :class:`ConfigError` (:data:`NO_DATABASE`, one line naming what to set) when ``settings``
+    have no MongoDB URI and the embedded server is forbidden."""
     if not settings.mongo_uri and not settings.embedded:
-        raise ConfigError(f"no MongoDB configured and the embedded server is off ({NO_EMBEDDED_ENV}=1 or "
-                          "--no-embedded): set --mongo-uri or MONGODB_URI (in Airflow: the mongo_default connection)")
+        raise ConfigError(NO_DATABASE)
 
 
 def _small_work(value: str | None) -> int:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlencode
 
-from ingest.config import Settings, require_uri
+from ingest.config import NO_DATABASE, parse_flag
 from ingest.errors import ConfigError, InputError, ValidationFailed
 
 MONGODB_URI_ENV = "MONGODB_URI"
@@ -131,7 +131,7 @@ def resolve_mongo_uri(conn_id: str = DEFAULT_CONN_ID, *, use_airflow: bool | Non
     with failing_at_once():  # a connection that cannot work, or none where one is required: no retries
         uri = uri_from_connection(conn_id)
         if uri is None and _no_embedded_variable():
-            require_uri(Settings(mongo_uri=None, embedded=False))
+            raise ConfigError(NO_DATABASE)
     return uri
 
 
@@ -140,12 +140,7 @@ def _no_embedded_variable() -> bool:
     is on: a deployment's way to forbid the embedded server to every task."""
     from airflow.sdk import Variable  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
 
-    value = str(Variable.get(NO_EMBEDDED_VARIABLE, default="") or "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value in ("1", "true", "yes", "on"):
-        return True
-    raise ConfigError(f"the Airflow Variable {NO_EMBEDDED_VARIABLE} must be true or false, not {value!r}")
+    return parse_flag(Variable.get(NO_EMBEDDED_VARIABLE, default="") or "", f"the Airflow Variable {NO_EMBEDDED_VARIABLE}")
 
 
 def paths_param(params: Mapping[str, Any] | None) -> list[str] | None:
