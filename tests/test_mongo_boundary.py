@@ -76,6 +76,11 @@ def test_uri_options_win_over_the_defaults():
     assert built.options.server_selection_timeout == 3.0
     assert built.options.pool_options.connect_timeout == 60.0
     assert client("mongodb://127.0.0.1:1/?connectTimeoutMS=5000").options.pool_options.connect_timeout == 5.0
+    # a server on another host: pymongo's own 20 s, so that a silent one (a link down) is given up
+    # sooner (tests/test_hosts.py measures it); selection waits 10 s for it
+    remote = client("mongodb://db.example.org:27017/")
+    assert remote.options.pool_options.connect_timeout == 20.0 and remote.options.server_selection_timeout == 10.0
+    assert client("mongodb://db.example.org/?connectTimeoutMS=5000").options.pool_options.connect_timeout == 5.0
 
 
 def test_driver_errors_become_project_errors_with_the_cause_kept(mongo_uri, db):

@@ -66,7 +66,7 @@ __all__ = [
     "describe", "ensure_indexes", "ensure_hashed_indexes",
     "insert_new", "replace_documents", "key_filter", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
     "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes", "compressed_bson",
-    "default_timeout_ms",
+    "default_timeout_ms", "heartbeat_timeout_ms",
 ]
 
 APP_NAME = "sci-ingest"
@@ -88,8 +88,13 @@ _CANNOT_CREATE_INDEX = 67
 
 
 # ------------------------------------------------------------------ clients
-#: How long a connection attempt, and the monitor's heartbeat, may wait (a URI's connectTimeoutMS wins).
+#: How long a connection attempt, and the monitor's heartbeat, may wait for a server on this
+#: machine (a URI's connectTimeoutMS wins) ...
 HEARTBEAT_TIMEOUT_MS = 60_000
+#: ... and for one on another host: pymongo's own default.  It bounds how long a server cut off
+#: (a link down: no refusal, only silence) takes to be given up, after which the retry window
+#: runs (docs/cluster.md; measured by tests/test_hosts.py).
+REMOTE_HEARTBEAT_TIMEOUT_MS = 20_000
 
 
 def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None,
@@ -103,7 +108,7 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
         # marked unknown and the driver cancels every operation in flight on it.  The embedded
         # server answers nothing for up to 7 s while it sorts 600,000 documents, so this is not
         # the short server-selection timeout (a dead local server refuses connections at once).
-        "connectTimeoutMS": HEARTBEAT_TIMEOUT_MS,
+        "connectTimeoutMS": heartbeat_timeout_ms(uri),
         "maxPoolSize": max_pool_size,
     }
     if retry_writes is not None:
@@ -115,11 +120,20 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
     return {k: v for k, v in options.items() if f"{k.lower()}=" not in written}
 
 
-def default_timeout_ms(uri: str) -> int:
-    """The server-selection timeout for ``uri``: short for a loopback server, longer otherwise."""
+def _on_this_machine(uri: str) -> bool:
     hosts = str(uri).partition("://")[2].rpartition("@")[2].partition("/")[0].partition("?")[0]
     names = [h.rsplit(":", 1)[0] if not h.startswith("[") else h.split("]")[0] + "]" for h in hosts.split(",") if h]
-    return LOCAL_TIMEOUT_MS if names and all(n in _LOOPBACK for n in names) else TIMEOUT_MS
+    return bool(names) and all(n in _LOOPBACK for n in names)
+
+
+def default_timeout_ms(uri: str) -> int:
+    """The server-selection timeout for ``uri``: short for a loopback server, longer otherwise."""
+    return LOCAL_TIMEOUT_MS if _on_this_machine(uri) else TIMEOUT_MS
+
+
+def heartbeat_timeout_ms(uri: str) -> int:
+    """The connect and heartbeat timeout for ``uri`` when the URI sets none (see the constants)."""
+    return HEARTBEAT_TIMEOUT_MS if _on_this_machine(uri) else REMOTE_HEARTBEAT_TIMEOUT_MS
 
 
 def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_POOL_SIZE,
