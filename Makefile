@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP  := $(VENV)/.installed
 
-.PHONY: install compiled run test test-ui bench lock server-start server-stop airflow clean
+.PHONY: install compiled run test test-ui test-hosts test-install bench lock server-start server-stop airflow clean
 
 install: $(STAMP)
 
@@ -58,7 +58,23 @@ run: install compiled
 # of the benchmarks failed.
 TEST_WORKERS ?= 3
 test: install
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not ui" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not ui and not hosts and not install" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
+
+# docs/install.md as a data engineer follows it (tests/test_install.py, about a minute): the built
+# wheel into a separate virtualenv that has Airflow, its DAG files into a DAGs folder, Airflow parses them.
+test-install: install
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m install tests/test_install.py
+
+# Hosts on one machine (tests/test_hosts.py, about 3 minutes, as root): a database host, a Dask
+# scheduler host, two worker hosts and the client, each a network namespace with its own address on
+# one bridge (tests/netns.py); TLS between the Dask processes; loads and analyses compared with one
+# host's, under a pulled cable, a dead host, a slow lossy link and a database outage.  pytest runs
+# under `unshare --net`: the client host's cable is plugged there, never into this machine's network.
+test-hosts: install
+	@if [ "$$(id -u)" != 0 ]; then echo "make test-hosts: needs root (network namespaces); run it as root" >&2; exit 1; fi
+	@command -v unshare >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 \
+	  || { echo "make test-hosts: needs unshare (util-linux), ip and tc (iproute2)" >&2; exit 1; }
+	unshare --net -- env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -s -m hosts tests/test_hosts.py
 
 # The Airflow UI in a real browser (tests/test_airflow_ui.py, about 2 minutes): Debian's chromium
 # driven through its chromedriver by selenium, never a downloaded browser or driver.  Installs

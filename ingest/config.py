@@ -10,20 +10,37 @@ also the Variable ``sci_ingest_no_embedded``): then no URI is an error, at once.
 from __future__ import annotations
 
 import os
+import sysconfig
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ingest.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: Whether this is a checkout (``make install``'s editable install) rather than an installed wheel.
+IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "schemas").is_dir()
 DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
 #: command's own process (docs/pipeline.md, "Small work"): below it, starting them costs more than they save.
 DEFAULT_SMALL_WORK = 20_000
 #: Set to 1 (true, yes): never start or use the embedded server; a command without a MongoDB URI fails.
 NO_EMBEDDED_ENV = "SCI_INGEST_NO_EMBEDDED"
+
+
+def _shared_data() -> Path:
+    """Where an installed wheel put its data files (``<prefix>/share/sci-ingest``: pyproject.toml)."""
+    user = f"{os.name}_user"
+    prefixes = [sysconfig.get_path("data")] + ([sysconfig.get_path("data", user)] if user in sysconfig.get_scheme_names() else [])
+    places = [Path(prefix) / "share" / "sci-ingest" for prefix in prefixes]
+    return next((place for place in places if (place / "schemas").is_dir()), places[0])
+
+
+#: The checkout's folders, or an install's: schemas and expectation suites, the DAG files.
+DATA_DIR = PROJECT_ROOT if IN_CHECKOUT else _shared_data()
+SCHEMAS_DIR = DATA_DIR / "schemas"
+DAGS_DIR = DATA_DIR / "dags"
+#: The bundled samples: a checkout's only (an installed wheel has none).
 SAMPLES_DIR = PROJECT_ROOT / "samples"
-SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 
 
 def default_workers() -> int:
@@ -34,7 +51,9 @@ def default_workers() -> int:
 
 
 def _state_dir() -> Path:
-    return Path(os.environ.get("SCI_INGEST_HOME", PROJECT_ROOT / ".sci-ingest"))
+    """``$SCI_INGEST_HOME``, else ``.sci-ingest`` in the checkout, else (an installed wheel) in the home folder."""
+    default = PROJECT_ROOT / ".sci-ingest" if IN_CHECKOUT else Path.home() / ".sci-ingest"
+    return Path(os.environ.get("SCI_INGEST_HOME", default))
 
 
 @dataclass(frozen=True)

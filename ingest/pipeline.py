@@ -50,6 +50,10 @@ def new_run_id() -> str:
 
 
 def default_inputs() -> list[Path]:
+    """The bundled samples, loaded when no path is given (a checkout's: an installed wheel has none)."""
+    if not SAMPLES_DIR.is_dir():
+        raise ConfigError("no paths given and no bundled samples here (an installed sci-ingest has none; "
+                          "they are in a checkout): name the files or folders to load")
     return [SAMPLES_DIR / "pasta", SAMPLES_DIR / "materials"]
 
 

@@ -33,14 +33,13 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ingest.config import require_uri
+from ingest.config import DAGS_DIR, require_uri
 from ingest.errors import ConfigError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import start_background
 
 __all__ = ["airflow_env", "run_local", "admin_password", "COMPONENTS"]
 
-REPO = Path(__file__).resolve().parents[2]  # ingest/airflow/local.py -> the checkout
 DEFAULT_PORT = 8080
 # (name, arguments): the long-running components, each one process
 COMPONENTS = (
@@ -73,7 +72,7 @@ def airflow_env(state_dir: Path, port: int, mongo_uri: str | None, base: dict | 
     venv_bin = str(Path(sys.executable).parent)
     env.update({
         "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),  # the checkout's, or an install's share/sci-ingest/dags
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__API__HOST": "127.0.0.1",
