@@ -17,8 +17,9 @@ from pathlib import Path
 from ingest.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-#: Whether this is a checkout (``make install``'s editable install) rather than an installed wheel.
-IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "schemas").is_dir()
+#: Whether the packages sit in a checkout (or a copy of one: ``schemas/`` beside them), as ``make
+#: install``'s editable install has them, rather than in an installed wheel's site-packages.
+IN_CHECKOUT = (PROJECT_ROOT / "schemas" / "expectations").is_dir()
 DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
 #: command's own process (docs/pipeline.md, "Small work"): below it, starting them costs more than they save.

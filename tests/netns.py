@@ -112,6 +112,7 @@ class Hosts:
         self.port = {name: f"{self.tag[-6:]}p{i}" for i, name in enumerate(everyone)}  # the switch's ends
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.shaping: str | None = None
+        self.seen: set[int] = set()  # every process found in a host's namespace when it was closed
 
     # ------------------------------------------------------------------ building and tearing down
     def __enter__(self) -> "Hosts":
@@ -163,7 +164,9 @@ class Hosts:
                     pass
         for name in self.names:
             if self.ns[name] in namespaces():
+                self.seen.update(pids(self.ns[name]))
                 _kill_all(self.ns[name])
+        self.seen.update(proc.pid for _name, proc in self.procs)
         for _name, proc in self.procs:
             try:
                 proc.wait(10)
@@ -173,6 +176,18 @@ class Hosts:
             ip("netns", "del", self.ns[name], check=False)
         ip("netns", "del", self.switch, check=False)
         ip("link", "del", "eth0", check=False)  # this host's end (its peer went with the switch)
+
+    def survivors(self) -> list[int]:
+        """The processes seen in the hosts (and started here) that still run (none once closed)."""
+        alive = []
+        for pid in sorted(self.seen):
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if state != "Z":  # a zombie has ended; only its parent's wait is missing
+                alive.append(pid)
+        return alive
 
     def left_running(self) -> dict[str, list[int]]:
         """The processes still in the hosts' namespaces (none once closed)."""

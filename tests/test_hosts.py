@@ -29,7 +29,7 @@ from distributed import Client
 import load_corpus
 from ingest.store.mongo import TIMEOUT_MS, heartbeat_timeout_ms
 from ingest.tls import client_security
-from netns import Hosts, can_build
+from netns import Hosts, can_build, namespaces
 
 pytestmark = pytest.mark.hosts
 
@@ -134,7 +134,9 @@ def site(tmp_path_factory):
         yield s
         s.client.close()
         hosts.close()
-        assert hosts.left_running() == {}, hosts.left_running()
+        assert len(hosts.seen) >= 5, hosts.seen  # the server, the scheduler, two workers (and nannies)
+        assert hosts.survivors() == [], hosts.survivors()
+        assert not [ns for ns in namespaces() if ns.startswith(hosts.tag)]
         for _host, proc in hosts.procs:
             assert proc.poll() is not None, f"still running: {proc.args}"
     OUT.mkdir(parents=True, exist_ok=True)
