@@ -1,7 +1,7 @@
 """Benchmark the analysis stages and ``validate`` against a bare read of the same fields (issue 10).
 
     .venv/bin/python benchmarks/bench_analysis.py [--corpus DIR] [--scales 1,10] [--rounds 3]
-        [--short-repeats 3]
+        [--short-repeats 3] [--shapes few-hits,many-hits]
         [--home DIR] [--mongo-uri URI] [--only NAME,...] [--skip-commands] [--out FILE]
 
 Corpus: the SCALE-3 corpus of ``make_load_corpus.sh`` (default
@@ -29,6 +29,11 @@ reads scatter too much for a median of three):
   timed from the first query to the frame: for an analysis its source, filter and
   projection; for ``validate`` every suite's collection, filter and projection, one after
   the other.
+
+Shapes (issue 29): ``best_hits`` is also measured, the same way, on two other shapes of
+search results, each one real ``ssearch36 -m 10`` output of ``make_large_pasta.sh`` loaded into a
+database of its own: **few-hits**, 900 DNA queries with 40 hits each, and **many-hits**, 26
+protein queries with 1,100 hits each (the corpus has about 251 hits a query).
 
 Printed: the medians, the ratios stage / bare read, planning's share of each analysis at
 the largest scale, the peak RSS of ``validate`` at 10x against 1x, and the table of the
@@ -156,6 +161,22 @@ def inputs_for(corpus: Path, scale: int) -> list[str]:
     return pasta + materials
 
 
+#: ``best_hits`` on other shapes of search results than the corpus's (251 hits a query): real
+#: ``ssearch36 -m 10`` outputs of benchmarks/make_large_pasta.sh (built when missing, about 2 minutes).
+SHAPES = {
+    "few-hits": ("large_ssearch36_dna.m10", "900 DNA queries with 40 hits each (36,000 hits)"),
+    "many-hits": ("large_ssearch36.m10", "26 protein queries with 1,100 hits each (28,600 hits)"),
+}
+
+
+def ensure_shapes(folder: Path) -> dict[str, Path]:
+    files = {name: folder / file for name, (file, _) in SHAPES.items()}
+    if not all(path.is_file() for path in files.values()):
+        log(f"building the search-result shapes in {folder} (make_large_pasta.sh: about 2 minutes) ...")
+        subprocess.run(["bash", str(ROOT / "benchmarks" / "make_large_pasta.sh"), str(folder)], check=True)
+    return files
+
+
 def load_scale(uri: str, db_name: str, inputs: list[str], env: dict) -> dict:
     argv = [*CLI, "load", "--json", "-q", "--mongo-uri", uri, "--db", db_name, *inputs]
     t0 = time.perf_counter()
@@ -226,7 +247,8 @@ def summarize(result: dict) -> list[dict]:
     top = str(max(int(s) for s in scales))
     targets = []
     for r in rows:
-        targets.append((f"{r['stage']} / bare read at {r['scale']}x", r["ratio"], f"<= {r['target']}", r["met"]))
+        where = f"{r['scale']}x" if r["scale"].isdigit() else f"the {r['scale']} shape"
+        targets.append((f"{r['stage']} / bare read at {where}", r["ratio"], f"<= {r['target']}", r["met"]))
     for r in rows:
         if r["scale"] == top and r["stage"] != "validate" and r["planning_s"] is not None and r["stage_s"]:
             share = r["planning_s"] / r["stage_s"]
@@ -251,7 +273,7 @@ def print_report(result: dict) -> None:
     log("\nscale | stage | stage s | bare read s | ratio | read | planning s | cmd peak MB | tree MB | server MB"
         " | bare MB")
     for r in result["summary"]:
-        log(f"{r['scale']}x | {r['stage']} | {_fmt(r['stage_s'])} | {_fmt(r['bare_s'])} | {_fmt(r['ratio'])} | "
+        log(f"{r['scale'] + 'x' if r['scale'].isdigit() else r['scale']} | {r['stage']} | {_fmt(r['stage_s'])} | {_fmt(r['bare_s'])} | {_fmt(r['ratio'])} | "
             f"{r['read']} | {_fmt(r['planning_s'], 3)} | {_fmt(r['peak_rss_mb'], 0)} | {_fmt(r['tree_rss_mb'], 0)} | "
             f"{_fmt(r['server_rss_mb'], 0)} | {_fmt(r['bare_rss_mb'], 0)}")
     cmds = result.get("commands")
@@ -278,6 +300,9 @@ def parse_args(argv):
     p.add_argument("--db-prefix", default="bench_analysis_x", help="databases are PREFIX1 and PREFIX10")
     p.add_argument("--bare", help=argparse.SUPPRESS)
     p.add_argument("--only", help="comma-separated stages (analysis names, validate)")
+    p.add_argument("--shapes", default=",".join(SHAPES),
+                   help=f"best_hits also on these shapes ({', '.join(f'{k}: {v[1]}' for k, v in SHAPES.items())}); "
+                        "'' for none")
     p.add_argument("--skip-commands", action="store_true")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "bench_analysis.json")
     return p.parse_args(argv)
@@ -314,18 +339,25 @@ def main(argv=None) -> int:
         env["SCI_INGEST_HOME"] = str(home)
         result = {"corpus": str(args.corpus), "scales": [str(s) for s in scales], "rounds": args.rounds,
                   "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "loads": {}, "measurements": {}}
-        for scale in scales:
-            db_name = f"{args.db_prefix}{scale}"
-            result["loads"][str(scale)] = load_scale(uri, db_name, inputs_for(args.corpus, scale), env)
-            log(f"{scale}x: {db_name} loaded ({result['loads'][str(scale)]})")
-            for stage in stages:  # outputs the validate suites check exist before any round
+        # (label, database, inputs, stages): the corpus at each scale, then best_hits on each shape
+        datasets = [(str(scale), f"{args.db_prefix}{scale}", inputs_for(args.corpus, scale), stages)
+                    for scale in scales]
+        shapes = [name for name in args.shapes.split(",") if name]
+        if shapes and "best_hits" in stages:
+            files = ensure_shapes(BENCH_DIR)
+            datasets += [(name, f"{args.db_prefix}{name.replace('-', '_')}", [str(files[name])], ["best_hits"])
+                         for name in shapes]
+        result["shapes"] = {name: SHAPES[name][1] for name in shapes}
+        for label, db_name, inputs, wanted in datasets:
+            result["loads"][label] = load_scale(uri, db_name, inputs, env)
+            log(f"{label}: {db_name} loaded ({result['loads'][label]})")
+            for stage in wanted:  # outputs the validate suites check exist before any round
                 if stage != "validate":
                     measure_stage(uri, db_name, stage, None, env)
         for rnd in range(args.rounds):
-            for scale in scales:
-                db_name = f"{args.db_prefix}{scale}"
-                per = result["measurements"].setdefault(str(scale), {})
-                for stage in stages:
+            for scale, db_name, _inputs, wanted in datasets:
+                per = result["measurements"].setdefault(scale, {})
+                for stage in wanted:
                     repeat = 0
                     while True:  # a short read is measured args.short_repeats times per round
                         pair = {}
@@ -335,7 +367,7 @@ def main(argv=None) -> int:
                                            else measure_stage(uri, db_name, stage, server_pid, env))
                         per.setdefault(stage, []).append(pair)
                         s, b = pair["stage"], pair["bare"]
-                        log(f"round {rnd + 1} {scale}x {stage}: stage {_fmt(s.get('seconds'))} s "
+                        log(f"round {rnd + 1} {scale} {stage}: stage {_fmt(s.get('seconds'))} s "
                             f"({(s.get('read') or {}).get('mode')}), bare {_fmt(b.get('seconds'))} s"
                             + (f"  ERROR {s.get('error') or b.get('error')}" if s.get("error") or b.get("error")
                                else ""))
