@@ -318,8 +318,9 @@ def test_a_slow_lossy_worker_link_ends_exact(site, corpus, local):
 def test_the_database_host_cut_off_past_the_retry_window_is_a_named_error_then_an_exact_rerun(
         site, corpus, local, connect_timeout_s):
     """The documented bound (docs/cluster.md): the driver gives the silent server up after its
-    heartbeat timeout (20 s for a server on another host, or the URI's connectTimeoutMS), then the
-    retry window runs, and its last attempt waits at most one server selection (TIMEOUT_MS)."""
+    heartbeat timeout (20 s for a server on another host, or the URI's connectTimeoutMS); the
+    first failure can itself come from a server selection that waited (TIMEOUT_MS), then the retry
+    window runs, and its last attempt can wait one more selection."""
     uri = site.uri + (f"&connectTimeoutMS={connect_timeout_s * 1000}" if connect_timeout_s else "")
     detection_s = connect_timeout_s or heartbeat_timeout_ms(site.uri) / 1000
     key = f"db_cut_to_error_s[{connect_timeout_s or 'default'}]"
@@ -339,8 +340,9 @@ def test_the_database_host_cut_off_past_the_retry_window_is_a_named_error_then_a
     errors = [line for line in text.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "cannot reach MongoDB" in errors[0], text
     MEASURED[key.replace("to_error_s", "error")] = errors[0]
-    MEASURED[key.replace("to_error_s", "bound_s")] = detection_s + RETRY_S + TIMEOUT_MS / 1000 + 10
-    assert MEASURED[key] <= detection_s + RETRY_S + TIMEOUT_MS / 1000 + 10, MEASURED  # 10 s: backoff, ARP
+    bound = detection_s + RETRY_S + 2 * TIMEOUT_MS / 1000 + 10  # 10 s: backoff, ARP
+    MEASURED[key.replace("to_error_s", "bound_s")] = bound
+    assert MEASURED[key] <= bound, MEASURED
     again = site.cli("load", "--json", "-q", "--db", name, str(corpus))
     assert again.returncode == 0, again.stderr[-3000:]
     assert_exact(site, name, local)
