@@ -88,13 +88,10 @@ _CANNOT_CREATE_INDEX = 67
 
 
 # ------------------------------------------------------------------ clients
-#: How long a connection attempt, and the monitor's heartbeat, may wait for a server on this
-#: machine (a URI's connectTimeoutMS wins) ...
-HEARTBEAT_TIMEOUT_MS = 60_000
-#: ... and for one on another host: pymongo's own default.  It bounds how long a server cut off
-#: (a link down: no refusal, only silence) takes to be given up, after which the retry window
-#: runs (docs/cluster.md; measured by tests/test_hosts.py).
-REMOTE_HEARTBEAT_TIMEOUT_MS = 20_000
+#: How long a connection attempt and the monitor's heartbeat may wait (a URI's connectTimeoutMS
+#: wins): for a server on this machine, and (pymongo's default) on another host, where it bounds
+#: how soon a silent server (a link down) is given up (docs/cluster.md; tests/test_hosts.py).
+HEARTBEAT_TIMEOUT_MS, REMOTE_HEARTBEAT_TIMEOUT_MS = 60_000, 20_000
 
 
 def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict | None,
