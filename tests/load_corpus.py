@@ -97,3 +97,13 @@ def snapshot(db) -> dict:
     state["versions"] = sorted((v["_id"]["c"], str(v["_id"]["k"]), v["_id"]["s"]) for v in db.ingest_versions.find(
         {}, {"_id": 1}))
     return state
+
+
+def assert_exact(db, expected: dict) -> None:
+    """``db`` is what a clean load gives (``expected``: its :func:`snapshot`), and the ledger holds
+    nothing in flight: no claim, no owner, no version left to drop, no batch."""
+    assert snapshot(db) == expected
+    assert db.ingest_claims.count_documents({}) == 0
+    assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
+    assert db.ingest_files.count_documents({"drop.0": {"$exists": True}}) == 0
+    assert db.ingest_batches.count_documents({}) == 0

@@ -101,18 +101,19 @@ class Site:
             assert time.monotonic() < deadline, f"the workers did not join: {self.workers()}"
             time.sleep(0.5)
 
+    def cli_env(self) -> dict:
+        """The client's environment: the production setting on, the Dask client certificate."""
+        return clean_env(SCI_INGEST_HOME=str(self.folder / "home"), SCI_INGEST_NO_EMBEDDED="1",
+                         SCI_INGEST_DASK_TLS=str(self.certs))
+
     def cli(self, *args: str, scheduler: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-        env = clean_env(SCI_INGEST_HOME=str(self.folder / "home"), SCI_INGEST_NO_EMBEDDED="1",
-                        SCI_INGEST_DASK_TLS=str(self.certs))
         extra = ["--scheduler", self.scheduler] if scheduler else []
         return self.hosts.run("client", [str(BIN / "sci-ingest"), *args, "--mongo-uri", self.uri, *extra],
-                              env=env, timeout=timeout)
+                              env=self.cli_env(), timeout=timeout)
 
     def start_cli(self, *args: str, log: str, uri: str | None = None):
-        env = clean_env(SCI_INGEST_HOME=str(self.folder / "home"), SCI_INGEST_NO_EMBEDDED="1",
-                        SCI_INGEST_DASK_TLS=str(self.certs))
         return self.hosts.start("client", [str(BIN / "sci-ingest"), *args, "--mongo-uri", uri or self.uri,
-                                           "--scheduler", self.scheduler], env=env, log=log)
+                                           "--scheduler", self.scheduler], env=self.cli_env(), log=log)
 
 
 
@@ -195,20 +196,15 @@ def wait_until_loaded(site: Site, name: str, share: float, proc, total: int) -> 
     deadline = time.monotonic() + 300
     while True:
         n = loaded(site, name)
-        if n >= share * total:
-            assert proc.poll() is None, "the load ended before the fault"
-            return n
         assert proc.poll() is None, "the load ended before the fault"
+        if n >= share * total:
+            return n
         assert time.monotonic() < deadline, "the load made no progress"
         time.sleep(0.05)
 
 
 def assert_exact(site: Site, name: str, local: dict) -> None:
-    db = site.client[name]
-    assert load_corpus.snapshot(db) == local["snapshot"]
-    assert db.ingest_claims.count_documents({}) == 0
-    assert db.ingest_files.count_documents({"owner": {"$exists": True}}) == 0
-    assert db.ingest_batches.count_documents({}) == 0
+    load_corpus.assert_exact(site.client[name], local["snapshot"])
 
 
 def log_of(site: Site, log: str) -> str:
