@@ -13,10 +13,13 @@ group the hits on ``search_fingerprint`` and ``rank`` and keep the first of each
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ingest.schema import Column
 from ingest.store import curated
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["COLUMNS", "GROUP_KEY", "one_copy"]
 
@@ -31,6 +34,8 @@ GROUP_KEY = "search_fingerprint"
 def one_copy(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """``df`` with one copy of each hit (its search's fingerprint and its rank; a hit without a
     fingerprint is its search's own), the fingerprint filled in; and how many copies went."""
+    import pandas as pd  # noqa: PLC0415 - lazy: analytics.increment reads COLUMNS at every `analyze` start-up; pandas costs 0.3 s there
+
     fingerprint = df["search_fingerprint"].astype("object").where(df["search_fingerprint"].notna(),
                                                                   df["search_id"].astype("object"))
     ranked = df["rank"].notna().to_numpy()  # a hit without a rank is nobody's copy

@@ -43,11 +43,21 @@ def dask_client(scheduler_address: str | None = None, n_workers: int | None = No
     the cores, :func:`ingest.config.default_workers`) single-threaded worker
     processes, with quiet logs and the scheduler's HTTP port chosen freely (not
     8787, which another cluster may hold), and shut it down at exit; with ``in_process``
-    (small work, see :data:`ingest.config.DEFAULT_SMALL_WORK`), one single-threaded worker in
-    this process instead: the same tasks, one at a time, without starting a process or paying
-    the imports again.  The client is not made the global default.
+    (small work, see :data:`ingest.config.DEFAULT_SMALL_WORK`), no cluster at all: an
+    :class:`ingest.inprocess.InProcessClient` runs the same tasks here, one at a time on one
+    worker thread, without importing ``distributed``.  The client is not made the global
+    default.
     """
-    from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.5 s
+    if in_process and not scheduler_address:
+        from ingest.inprocess import InProcessClient  # noqa: PLC0415 - lazy: Dask's core (0.1 s), only for small work
+
+        here = InProcessClient()
+        try:
+            yield here
+        finally:
+            here.close()
+        return
+    from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.3 s
 
     if scheduler_address:
         client = _connect(Client, scheduler_address, tls_dir)
@@ -59,9 +69,6 @@ def dask_client(scheduler_address: str | None = None, n_workers: int | None = No
 
     import dask  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; dask costs 0.1 s
 
-    if in_process:
-        yield from _in_process_client(dask, Client, LocalCluster)
-        return
     with _main_not_rerun():
         yield from _local_client(dask, Client, LocalCluster, n_workers)
 
@@ -89,16 +96,6 @@ def dask_tls_configured() -> bool:
     import dask  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; dask costs 0.1 s
 
     return bool(dask.config.get("distributed.comm.tls.ca-file", None))
-
-
-def _in_process_client(dask, Client, LocalCluster):
-    try:
-        with dask.config.set({"distributed.worker.profile.enabled": False}):  # no profiler here either (see below)
-            cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL)  # fmt: skip
-    except (OSError, TimeoutError) as exc:
-        raise AnalysisError(f"could not start an in-process Dask cluster: {exc}") from exc
-    yield from _serve(Client, cluster)
 
 
 def _local_client(dask, Client, LocalCluster, n_workers: int | None):
@@ -178,12 +175,14 @@ def warm_up(client, purpose: str = "analyze", uri: str | None = None, *, in_proc
     walk their code once; the validation makes Great Expectations' context, which takes
     seconds).  With ``uri``, the calling process also opens its shared connection pool for
     ``uri`` (the one the streams read through), so the first stage does not pay the connection.
-    ``in_process``: the worker is this process (:func:`dask_client`), prepared once, not twice.
+    ``in_process``: the worker is this process (:func:`dask_client`): nothing is prepared in
+    advance (there is no worker start-up to keep out of the stages' times, and a stage should not
+    pay for analyses it does not run): each stage pays the imports it is the first to need.
     """
     if purpose == "load":
         return len(client.run(import_for_load))
     prepare, here = _plugin_warm_up(purpose)
-    replies = client.run(prepare)
+    replies = client.run(prepare) if not in_process else {"in-process": True}
     if here and not in_process:
         prepare()
     if uri:
