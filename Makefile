@@ -108,6 +108,7 @@ bench: install compiled
 	$(BIN)/python benchmarks/bench_load.py --build-10x
 	$(BIN)/python benchmarks/bench_small_files.py
 	$(BIN)/python benchmarks/bench_analysis.py
+	$(BIN)/python benchmarks/bench_fixed_costs.py
 
 # Re-resolve the pins after editing requirements.in.
 lock:

@@ -18,6 +18,11 @@ from analytics.registry import RUN_ID, all_analyses
 #: Great Expectations: seconds that `sci-ingest --help` and `query` must not pay).
 STEPS = {"analyze": "analytics.steps:analyze_step", "validate": "analytics.steps:validate_step"}
 
+#: Modules the steps import only when they run, slow to import (a kept command process imports
+#: them once: ingest/cli/kept_process.py): pymatgen's phase diagrams (hull_energy, 0.8 s) and
+#: Great Expectations (the validation, 3 s).
+PRELOADS = ("pymatgen.analysis.phase_diagram", "great_expectations")
+
 #: purpose -> ("module:function" every worker runs once, whether the calling process runs it too)
 WARM_UPS = {"analyze": ("analytics.steps:prepare_for_analyses", True),
             "validate": ("analytics.steps:prepare_for_validation", False)}

@@ -19,7 +19,9 @@ month 13, a year outside 1..9999 once in UTC) raises ``ValueError`` with a short
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from datetime import datetime, timedelta, timezone
 
 __all__ = ["parse_iso", "format_iso", "FORMS"]
@@ -65,3 +67,34 @@ def format_iso(value: datetime) -> str:
     value = value.astimezone(timezone.utc)
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:"
             f"{value.second:02d}.{value.microsecond // 1000:03d}Z")
+
+
+def process_started() -> float:
+    """When this process started (epoch seconds, to the kernel's clock tick): Linux's ``/proc``
+    records it in ticks since boot, which the boot-time clock relates to now (``btime`` would be
+    whole seconds); elsewhere psutil's reading.  Light on purpose: the ``sci-ingest`` console
+    script reads it at every start (psutil's import costs 30 ms)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return time.time() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        import psutil  # noqa: PLC0415 - lazy: only where /proc does not say it
+
+        return psutil.Process().create_time()
+
+
+#: When the command this process runs began, and whether a kept process runs it: set by the
+#: ``sci-ingest`` console script (:func:`ingest.cli.main.run`), or in the child a kept process
+#: forks (:mod:`ingest.cli.kept`: the command began when its caller started, not at the fork).
+_COMMAND: dict = {}
+
+
+def command_began(epoch: float, kept: bool = False) -> None:
+    _COMMAND.update(began=epoch, kept=kept)
+
+
+def command_began_at() -> tuple[float | None, bool]:
+    """(epoch seconds, kept) of :func:`command_began`; (None, False) when no command said it."""
+    return _COMMAND.get("began"), bool(_COMMAND.get("kept"))

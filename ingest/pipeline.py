@@ -33,7 +33,7 @@ from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ServerUnavailable, ValidationFailed
 from ingest.store.mongo import Retry, ServerInfo, ping, process_alive, redact
-from ingest.timing import StageRecord, Timings, from_epoch, utcnow
+from ingest.timing import command_start, StageRecord, Timings, from_epoch, utcnow
 from ingest.cluster import dask_client, warm_up
 from ingest.plugins import step
 from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
@@ -126,7 +126,9 @@ class Cluster:
 
     ``settings.dask_scheduler`` names a running scheduler; otherwise a private
     ``LocalCluster`` of ``workers`` processes is started and closed with the
-    stack.  Each use warms the workers up for its step's modules once.
+    stack.  Each use warms the workers up for its step's modules once, except
+    in-process (small work: :func:`ingest.cluster.dask_client`), where each stage pays the
+    imports it is the first to need.
     """
 
     def __init__(self, settings: Settings, timings: Timings, stack: ExitStack, workers: int | None = None):
@@ -155,7 +157,7 @@ class Cluster:
                 rec.detail = {"scheduler": self.settings.dask_scheduler or ("in-process" if self._in_process
                                                                             else "LocalCluster")}
             self._warm.add(purpose)
-        elif purpose not in self._warm:
+        elif purpose not in self._warm and not self._in_process:  # in-process: nothing is warmed up
             with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
                 rec.records_in = rec.records_out = None
                 rec.workers = warm_up(self._client, purpose, uri, in_process=self._in_process)
@@ -260,6 +262,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
     the load's workers, write concern, retries, ...; ``force`` reloads known files;
     ``incremental``: analyses read only what changed where they can.
     """
+    entered = utcnow()
     run_id = run_id or new_run_id()
     options = load_options or LoadOptions()
     if force and not options.force:
@@ -269,10 +272,14 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS])
         report.stages = timings.records
         stopped = None
+        _start_up_row(timings, entered)
         try:
             with ExitStack() as stack:  # the cluster closes here, before a rollback after Ctrl-C
                 cluster = Cluster(settings, timings, stack, options.workers)
-                report.notes = prepare(conn, query_indexes="load" not in steps)
+                with timings.stage("connect") as rec:  # the server found and asked, the loader's indexes checked
+                    rec.started, rec.records_in, rec.records_out = entered, None, None
+                    rec.detail = {"server": conn.info.kind}
+                    report.notes = prepare(conn, query_indexes="load" not in steps)
                 if "load" in steps:
                     report.load = load_step(conn, timings, settings, paths, options, cluster=cluster, log=log)
                     if report.load.failed:
@@ -291,6 +298,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
         except SciIngestError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
+        _close_row(timings)
         if stopped is not None:
             gone = conn.server_pid is not None and not process_alive(conn.server_pid)
             if not gone and isinstance(stopped.cause, ServerUnavailable):
@@ -308,6 +316,35 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                 except SciIngestError:
                     pass  # the server is gone: the report still says what was done
         return report
+
+
+def _start_up_row(timings: Timings, entered) -> None:
+    """``start-up``: from the command's start (its process's, or its caller's for a kept process,
+    :mod:`ingest.cli.kept`) to the run's: the interpreter, the imports, the options read.  Only
+    for a command: an Airflow task's process began long before its run."""
+    began, kept = command_start()
+    if began is None:
+        return
+    rec = timings.new("start-up")
+    rec.started, rec.records_in, rec.records_out = began, None, None
+    rec.detail = {"process": "forked by a kept process" if kept else "its own"}
+    rec.finish(entered)
+    timings.add(rec)
+
+
+def _close_row(timings: Timings) -> None:
+    """``close``: from the end of the run's last stage to now: the cluster shut down, the steps'
+    resources let go.  Not written when the server no longer answers (the report says why)."""
+    ends = [r.ended for r in timings.records if r.scope == "run" and r.ended is not None]
+    if not ends:
+        return
+    rec = timings.new("close")
+    rec.started, rec.records_in, rec.records_out = max(ends), None, None
+    try:
+        rec.finish()
+        timings.add(rec)
+    except SciIngestError:
+        pass
 
 
 # ------------------------------------------------------------------ Airflow tasks

@@ -69,6 +69,11 @@ def steps() -> dict[str, str]:
     return found
 
 
+def preloads() -> list[str]:
+    """Every plugin's ``PRELOADS``: modules its steps import only when they run, slow to import."""
+    return [name for plugin in plugins() for name in getattr(plugin, "PRELOADS", ())]
+
+
 def step(name: str):
     """The step called ``name``; :class:`PluginMissing` if no plugin provides it."""
     found = steps().get(name)

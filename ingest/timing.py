@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
+from ingest.dates import command_began_at
 from ingest.store.mongo import db_errors
 from ingest.report import iso_utc
 
@@ -50,6 +51,13 @@ def level_filter(scope: str) -> dict:
 
 def from_epoch(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+
+
+def command_start() -> tuple[dt.datetime | None, bool]:
+    """(when the command began, whether a kept process runs it); (None, False) outside a command
+    (an Airflow task, a test calling the pipeline: their process began long before)."""
+    began, kept = command_began_at()
+    return (from_epoch(began) if began is not None else None), kept
 
 
 def peak_rss_mb() -> float:

@@ -23,6 +23,7 @@ import pytest
 from ingest.server.embedded import EmbeddedServer
 
 os.environ["SCI_INGEST_SERVER_IDLE"] = "0"  # inherited by every command a test runs
+os.environ["SCI_INGEST_KEEP"] = "0"  # no kept command process (ingest/cli/kept.py) but in tests/test_kept.py
 # A command a test runs without naming its home would use the project's .sci-ingest (its out/, landing/,
 # credentials and server state), shared with `make run` and, under pytest-xdist, with the tests of the
 # other workers at the same moment: each test process has a home of its own instead.

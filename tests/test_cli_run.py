@@ -170,8 +170,9 @@ def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_c
     assert db.validation_runs.count_documents({"run_id": data["run_id"]}) > 0
     # small work (two documents): checked here, no worker processes started for it
     # (tests/test_values_at_the_door.py runs the validation on workers with SCI_INGEST_SMALL_WORK=0)
-    assert [s["stage"] for s in data["stages"]] == ["warm_up.validate", "validate"]
-    assert data["stages"][1]["detail"]["checked"] == "here"
+    stages = [s["stage"] for s in data["stages"]]
+    assert stages == ["start-up", "connect", "warm_up.validate", "validate", "close"]
+    assert data["stages"][3]["detail"]["checked"] == "here"
 
 
 def test_small_work_must_be_a_count(tmp_path):
