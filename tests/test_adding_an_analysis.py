@@ -75,8 +75,9 @@ def test_the_example_analysis_runs_and_validates(project_copy, mongo_uri, mongo_
         report = cli("analyze", "library_summary", "--json")
         (result,) = report["analysis"]
         assert result["name"] == "library_summary" and result["records_out"] > 0
-        assert [s["stage"] for s in report["stages"]] == ["cluster", "analyze.library_summary"]
-        assert report["stages"][0]["detail"]["scheduler"] == "in-process"  # small work: no worker processes
+        assert [s["stage"] for s in report["stages"]] == ["start-up", "connect", "cluster", "analyze.library_summary",
+                                                          "close"]
+        assert report["stages"][2]["detail"]["scheduler"] == "in-process"  # small work: no worker processes
 
         db = mongo_client[db_name]
         rows = list(db.library_summary.find())

@@ -28,23 +28,31 @@ BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = [REPO / "samples" / "materials" / "materials.jsonl.gz", REPO / "samples" / "pasta" / "fasta36_prot.m10"]
 
 
-@pytest.fixture()
-def keep(tmp_path, mongo_uri, mongo_client):
-    """The environment of a user with kept processes on, and a database holding two sample files."""
-    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp"))  # short: a Unix socket's path takes 107 bytes
+@pytest.fixture(scope="module")
+def loaded(mongo_uri, mongo_client, tmp_path_factory):
+    """A database holding two sample files (one PASTA output, the materials), loaded once, cold."""
     dbname = f"kept_{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "SCI_INGEST_KEEP": "1", "SCI_INGEST_KEEP_IDLE": "120", "TMPDIR": str(tmp),
-           "SCI_INGEST_HOME": str(tmp_path / "home"), "MONGODB_URI": mongo_uri, "SCI_INGEST_DB": dbname}
+    env = {**os.environ, "SCI_INGEST_KEEP": "0", "SCI_INGEST_HOME": str(tmp_path_factory.mktemp("home")),
+           "MONGODB_URI": mongo_uri, "SCI_INGEST_DB": dbname}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    cold = {**env, "SCI_INGEST_KEEP": "0"}
-    proc = subprocess.run([str(BIN), "load", *map(str, SAMPLES), "--json"], env=cold, capture_output=True,
+    proc = subprocess.run([str(BIN), "load", *map(str, SAMPLES), "--json"], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    yield env
+    mongo_client.drop_database(dbname)
+
+
+@pytest.fixture()
+def keep(loaded, tmp_path):
+    """A user's environment with kept processes on, a TMPDIR (so their sockets) of its own; its kept
+    processes killed at the end."""
+    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp"))  # short: a Unix socket's path takes 107 bytes
+    env = {**loaded, "SCI_INGEST_KEEP": "1", "SCI_INGEST_KEEP_IDLE": "120", "TMPDIR": str(tmp),
+           "SCI_INGEST_HOME": str(tmp_path / "home")}
     yield env, tmp
     for p in psutil.process_iter(["cmdline"]):
         if any(str(tmp) in part for part in p.info["cmdline"] or ()):
             p.kill()
-    mongo_client.drop_database(dbname)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -101,23 +109,24 @@ def test_a_kept_process_runs_the_next_command_with_the_same_results(keep):
 
 def test_exit_codes_messages_and_a_changed_environment(keep):
     env, tmp = keep
-    _run(env, "validate", "--json")
+    cheap = ("analyze", "oxide_formation_energy", "--json")
+    _run({**env, "MAKEFLAGS": "s", "MFLAGS": "-s", "MAKELEVEL": "1"}, *cheap)  # as `make run` starts one
     _kept_process(tmp)
     kept, _ = _run(env, "analyze", "nosuch")
     cold, _ = _run({**env, "SCI_INGEST_KEEP": "0"}, "analyze", "nosuch")
     assert kept.returncode == cold.returncode == 64
     assert kept.stderr == cold.stderr and kept.stderr.startswith("error: unknown analysis 'nosuch'")
-    served, _ = _run(env, "validate", "--json")
+    served, _ = _run(env, *cheap)  # a command typed after `make run` is served
     assert served.returncode == 0, served.stderr
     assert _stages(json.loads(served.stdout))["start-up"]["detail"]["process"] == "forked by a kept process"
     # another environment (a variable modules may read at import) is not served by this process
-    other, _ = _run({**env, "SCI_INGEST_TEST_OTHER": "1"}, "validate", "--json")
+    other, _ = _run({**env, "SCI_INGEST_TEST_OTHER": "1"}, *cheap)
     assert _stages(json.loads(other.stdout))["start-up"]["detail"]["process"] == "its own"
 
 
 def test_ctrl_c_reaches_the_command(keep):
     env, tmp = keep
-    _run(env, "timings", "--json")
+    _run(env, "analyze", "oxide_formation_energy", "--json")
     _kept_process(tmp)
     proc = subprocess.Popen([str(BIN), "analyze", "hull_energy", "--json"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -98,8 +98,8 @@ def test_json_numbers_that_are_not_finite_are_stored_counted_and_named(load, db,
     proc = subprocess.run([str(BIN), "validate", "--json", "--mongo-uri", mongo_uri, "--db", db.name],
                           env=env, capture_output=True, text=True, timeout=300)
     report = json.loads(proc.stdout)
-    assert [s["stage"] for s in report["stages"]] == ["cluster", "validate"]
-    assert report["stages"][1]["detail"]["checked"] == "cluster"
+    assert [s["stage"] for s in report["stages"]] == ["start-up", "connect", "cluster", "validate", "close"]
+    assert report["stages"][3]["detail"]["checked"] == "cluster"
     suites = {s["suite"]: s for s in report["validation"]["suites"]}
     failed = {(f["expectation"], f["column"]): f for f in suites["materials"]["failures"]}
     assert failed[("expect_column_values_to_be_null", "band_gap:non_numeric")]["sample"] == ["nan"]

@@ -56,8 +56,10 @@ IDLE_ENV = "SCI_INGEST_KEEP_IDLE"
 DEFAULT_IDLE_S = 600.0
 #: The commands a kept process serves: those whose start is mostly imports.
 COMMANDS = frozenset({"run", "load", "analyze", "validate", "query", "export", "timings", "report"})
-#: Variables a shell sets on its own, left out of the key (modules do not read them at import).
-VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", KEEP_ENV, IDLE_ENV})
+#: Variables a shell or make sets on its own, left out of the key (modules do not read them at
+#: import): a command typed after `make run` finds the kept process `make run` started.
+VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "MAKEFLAGS", "MFLAGS", "MAKELEVEL",
+                      "MAKE_TERMOUT", "MAKE_TERMERR", KEEP_ENV, IDLE_ENV})
 #: What the caller sends first: the length of the request that follows.
 LENGTH = struct.Struct("!I")
 INT = struct.Struct("!i")
