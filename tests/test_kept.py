@@ -25,6 +25,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent / "sci-ingest"
+#: An analysis that takes a second, where the outputs are not compared.
+CHEAP = ("analyze", "oxide_formation_energy", "--json")
 SAMPLES = [REPO / "samples" / "materials" / "materials.jsonl.gz", REPO / "samples" / "pasta" / "fasta36_prot.m10"]
 
 
@@ -42,13 +44,18 @@ def loaded(mongo_uri, mongo_client, tmp_path_factory):
     mongo_client.drop_database(dbname)
 
 
-@pytest.fixture()
-def keep(loaded, tmp_path):
-    """A user's environment with kept processes on, a TMPDIR (so their sockets) of its own; its kept
-    processes killed at the end."""
+@pytest.fixture(scope="module")
+def keep(loaded, tmp_path_factory):
+    """A user's environment with kept processes on, a TMPDIR (so their sockets) of its own, and the
+    kept process that a first command started (as `make run` starts one: with make's variables);
+    the kept processes killed at the end."""
     tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp"))  # short: a Unix socket's path takes 107 bytes
-    env = {**loaded, "SCI_INGEST_KEEP": "1", "SCI_INGEST_KEEP_IDLE": "120", "TMPDIR": str(tmp),
-           "SCI_INGEST_HOME": str(tmp_path / "home")}
+    env = {**loaded, "SCI_INGEST_KEEP": "1", "SCI_INGEST_KEEP_IDLE": "300", "TMPDIR": str(tmp),
+           "SCI_INGEST_HOME": str(tmp_path_factory.mktemp("home"))}
+    first, _ = _run({**env, "MAKEFLAGS": "s", "MFLAGS": "-s", "MAKELEVEL": "1"}, *CHEAP)
+    assert first.returncode == 0, first.stderr
+    assert _stages(json.loads(first.stdout))["start-up"]["detail"]["process"] == "its own"
+    _kept_process(tmp)
     yield env, tmp
     for p in psutil.process_iter(["cmdline"]):
         if any(str(tmp) in part for part in p.info["cmdline"] or ()):
@@ -85,11 +92,12 @@ def _rows(path) -> list[str]:
 
 def test_a_kept_process_runs_the_next_command_with_the_same_results(keep):
     env, tmp = keep
-    first, wall_1 = _run(env, "analyze", "best_hits", "hull_energy", "--json")
-    assert first.returncode == 0, first.stderr
+    args = ("analyze", "best_hits", "hull_energy", "--json")
     sock = _kept_process(tmp)
     assert sock.stat().st_mode & 0o777 == 0o600 and sock.parent.stat().st_mode & 0o777 == 0o700
-    second, wall_2 = _run(env, "analyze", "best_hits", "hull_energy", "--json")
+    first, wall_1 = _run({**env, "SCI_INGEST_KEEP": "0"}, *args)
+    assert first.returncode == 0, first.stderr
+    second, wall_2 = _run(env, *args)  # a command typed after `make run` is served by the one it started
     assert second.returncode == 0, second.stderr
     one, two = json.loads(first.stdout), json.loads(second.stdout)
     assert _stages(one)["start-up"]["detail"]["process"] == "its own"
@@ -109,19 +117,15 @@ def test_a_kept_process_runs_the_next_command_with_the_same_results(keep):
 
 def test_exit_codes_messages_and_a_changed_environment(keep):
     env, tmp = keep
-    cheap = ("analyze", "oxide_formation_energy", "--json")
-    _run({**env, "MAKEFLAGS": "s", "MFLAGS": "-s", "MAKELEVEL": "1"}, *cheap)  # as `make run` starts one
-    _kept_process(tmp)
     kept, _ = _run(env, "analyze", "nosuch")
     cold, _ = _run({**env, "SCI_INGEST_KEEP": "0"}, "analyze", "nosuch")
     assert kept.returncode == cold.returncode == 64
     assert kept.stderr == cold.stderr and kept.stderr.startswith("error: unknown analysis 'nosuch'")
-    served, _ = _run(env, *cheap)  # a command typed after `make run` is served
-    assert served.returncode == 0, served.stderr
-    assert _stages(json.loads(served.stdout))["start-up"]["detail"]["process"] == "forked by a kept process"
     # another environment (a variable modules may read at import) is not served by this process
-    other, _ = _run({**env, "SCI_INGEST_TEST_OTHER": "1"}, *cheap)
+    other, _ = _run({**env, "SCI_INGEST_TEST_OTHER": "1"}, *CHEAP)
     assert _stages(json.loads(other.stdout))["start-up"]["detail"]["process"] == "its own"
+    served, _ = _run(env, *CHEAP)
+    assert _stages(json.loads(served.stdout))["start-up"]["detail"]["process"] == "forked by a kept process"
 
 
 def test_ctrl_c_reaches_the_command(keep):
