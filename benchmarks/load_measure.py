@@ -230,7 +230,9 @@ def run_monitored(argv: list[str], env: dict | None, db=None, also: int | None =
     """Run ``argv`` to its end while a :class:`Monitor` samples its process tree (and ``db``'s
     indexes); ``also``: a second pid sampled the same way (returned as ``proc.also``).
 
-    Returns (process, monitor, wall seconds, stdout, stderr)."""
+    Returns (process, monitor, wall seconds, stdout, stderr).  The command runs in its own process
+    (``SCI_INGEST_KEEP=0``): one forked by a kept command process would run outside the tree sampled."""
+    env = {**(os.environ if env is None else env), "SCI_INGEST_KEEP": "0"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
