@@ -175,14 +175,14 @@ def warm_up(client, purpose: str = "analyze", uri: str | None = None, *, in_proc
     walk their code once; the validation makes Great Expectations' context, which takes
     seconds).  With ``uri``, the calling process also opens its shared connection pool for
     ``uri`` (the one the streams read through), so the first stage does not pay the connection.
-    ``in_process``: the worker is this process (:func:`dask_client`): nothing is prepared in
-    advance (there is no worker start-up to keep out of the stages' times, and a stage should not
-    pay for analyses it does not run): each stage pays the imports it is the first to need.
+    ``in_process``: the worker is this process (:func:`dask_client`), prepared once, not twice
+    (and a process that is prepared already, such as a child of a kept command process, is not
+    prepared again: the plugin's function says so).
     """
     if purpose == "load":
         return len(client.run(import_for_load))
     prepare, here = _plugin_warm_up(purpose)
-    replies = client.run(prepare) if not in_process else {"in-process": True}
+    replies = client.run(prepare)
     if here and not in_process:
         prepare()
     if uri:

@@ -23,7 +23,7 @@ IN_CHECKOUT = (PROJECT_ROOT / "schemas" / "expectations").is_dir()
 DEFAULT_DB = "sci_ingest"
 #: Documents up to which a step that would start worker processes only for itself runs in the
 #: command's own process (docs/pipeline.md, "Small work"): below it, starting them costs more than they save.
-DEFAULT_SMALL_WORK = 20_000
+DEFAULT_SMALL_WORK = 100_000
 #: Set to 1 (true, yes): never start or use the embedded server; a command without a MongoDB URI fails.
 NO_EMBEDDED_ENV = "SCI_INGEST_NO_EMBEDDED"
 

@@ -126,9 +126,8 @@ class Cluster:
 
     ``settings.dask_scheduler`` names a running scheduler; otherwise a private
     ``LocalCluster`` of ``workers`` processes is started and closed with the
-    stack.  Each use warms the workers up for its step's modules once, except
-    in-process (small work: :func:`ingest.cluster.dask_client`), where each stage pays the
-    imports it is the first to need.
+    stack.  Each use warms the workers up for its step's modules once (in-process, for small
+    work, :func:`ingest.cluster.dask_client`: this process).
     """
 
     def __init__(self, settings: Settings, timings: Timings, stack: ExitStack, workers: int | None = None):
@@ -157,7 +156,7 @@ class Cluster:
                 rec.detail = {"scheduler": self.settings.dask_scheduler or ("in-process" if self._in_process
                                                                             else "LocalCluster")}
             self._warm.add(purpose)
-        elif purpose not in self._warm and not self._in_process:  # in-process: nothing is warmed up
+        elif purpose not in self._warm:
             with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
                 rec.records_in = rec.records_out = None
                 rec.workers = warm_up(self._client, purpose, uri, in_process=self._in_process)
