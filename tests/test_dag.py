@@ -62,6 +62,7 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
         AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
         SCI_INGEST_HOME=str(home / "sci-ingest"),
+        SCI_INGEST_KEEP="0",  # no kept command process outlives the test
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
     )
     env.update(extra)

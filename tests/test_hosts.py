@@ -51,6 +51,7 @@ def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DASK_", "SCI_INGEST_", "MONGODB_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["SCI_INGEST_KEEP"] = "0"  # each command in its own process: a kept one would outlive the hosts
     env.update(extra)
     return env
 

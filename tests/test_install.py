@@ -43,7 +43,8 @@ def run(argv: list, *, cwd: Path, env: dict | None = None, timeout: float = 600)
 def plain_env(home: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCI_INGEST_", "MONGODB_", "AIRFLOW", "PYTHON",
                                                                     "DASK_", "VIRTUAL_ENV"))}
-    env.update({"HOME": str(home), "AIRFLOW_HOME": str(home / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    env.update({"HOME": str(home), "AIRFLOW_HOME": str(home / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "SCI_INGEST_KEEP": "0"})  # no kept command process outlives the test
     env.update(extra)
     return env
 

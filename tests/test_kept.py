@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,12 @@ def test_exit_codes_messages_and_a_changed_environment(keep):
     cold, _ = _run({**env, "SCI_INGEST_KEEP": "0"}, "analyze", "nosuch")
     assert kept.returncode == cold.returncode == 64
     assert kept.stderr == cold.stderr and kept.stderr.startswith("error: unknown analysis 'nosuch'")
+    # hostile callers of the same user: garbage, a length with nothing after it, a hang-up; the
+    # process serves the next command all the same
+    for junk in (b"\xff" * 64, b"\x00\x00\x10\x00", b""):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(_kept_process(tmp)))
+            s.sendall(junk)
     # another environment (a variable modules may read at import) is not served by this process
     other, _ = _run({**env, "SCI_INGEST_TEST_OTHER": "1"}, *CHEAP)
     assert _stages(json.loads(other.stdout))["start-up"]["detail"]["process"] == "its own"

@@ -25,7 +25,7 @@ ONE_SEARCH = SAMPLES / "pasta" / "fasta36_prot.m10"
 def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items()
                if not k.startswith("SCI_INGEST_") and k not in ("MONGODB_URI", "DASK_SCHEDULER_ADDRESS")}
-    environ.update(SCI_INGEST_HOME=str(home), **env)
+    environ.update(SCI_INGEST_HOME=str(home), SCI_INGEST_KEEP="0", **env)  # no kept process outlives the test
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=environ, timeout=120)
 
 

@@ -130,7 +130,7 @@ def read_exact(sock: socket.socket, n: int) -> bytes | None:
     data = b""
     while len(data) < n:
         try:
-            part = sock.recv(n - len(data))
+            part = sock.recv(min(n - len(data), 1 << 20))
         except InterruptedError:
             continue
         if not part:

@@ -34,6 +34,9 @@ from ingest.dates import command_began
 
 __all__ = ["main"]
 
+#: The longest request read (arguments and environment): a longer length is refused unread.
+MAX_REQUEST = 16 * 2**20
+
 
 def _preload() -> None:
     """Import what the served commands use (this process's purpose), without starting a thread."""
@@ -65,13 +68,15 @@ def _serve_one(listener: socket.socket, lock_fd: int) -> int | None:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         if struct.unpack("3i", creds)[1] != os.getuid():
             return None  # another user's: closed unanswered
+        fds: list[int] = []
         try:
             head, fds, _, _ = socket.recv_fds(conn, LENGTH.size, 3)
-            body = read_exact(conn, LENGTH.unpack(head)[0]) if len(head) == LENGTH.size else None
+            length = LENGTH.unpack(head)[0] if len(head) == LENGTH.size else 0
+            body = read_exact(conn, length) if 0 < length <= MAX_REQUEST else None
             request = json.loads(body.decode("utf-8", "surrogateescape")) if body else None
         except (OSError, ValueError, struct.error):
-            return None
-        if request is None or len(fds) != 3:
+            request = None
+        if not isinstance(request, dict) or len(fds) != 3:  # a request cut short or malformed: nothing runs
             for fd in fds:
                 os.close(fd)
             return None
@@ -114,6 +119,8 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+    except KeyboardInterrupt:  # Ctrl-C before the command began, or after it ended
+        code = 130
     except BaseException:  # noqa: BLE001 - the child must reach os._exit, whatever happened
         try:
             traceback.print_exc()
