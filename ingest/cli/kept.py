@@ -19,8 +19,9 @@ at import.  Its socket is ``$TMPDIR/sci-ingest-<uid>/<key>.sock``, in a folder o
 may enter (checked before each use: another user's or a group-writable folder is not used),
 and it serves only callers of its own user (SO_PEERCRED).
 
-**Its life.**  A command of :data:`COMMANDS` that ran cold starts one for the next command
-(``python -m ingest.cli.kept_process``, detached, in the background: :mod:`ingest.cli.kept_process`).  It exits after
+**Its life.**  A command of :data:`COMMANDS` that runs cold starts one for the next command as
+it begins (``python -m ingest.cli.kept_process``, detached, in the background: it imports while
+the command runs; :mod:`ingest.cli.kept_process`).  It exits after
 ``SCI_INGEST_KEEP_IDLE`` seconds (default 600) without a command, as soon as its code or
 packages change, or on SIGTERM; its children finish their commands.  ``SCI_INGEST_KEEP=0``
 turns it off: every command runs in its own process (the test suite does so, but for the tests
@@ -197,9 +198,11 @@ def _wait(sock: socket.socket, pid: int) -> int:
 
 
 def start_for_next(argv: list[str], env: dict[str, str]) -> None:
-    """After a cold command of :data:`COMMANDS`: start a kept process for the next one, in the
-    background, with ``env``, the environment the command started with (a command may add to its
-    own: the validation turns Great Expectations' analytics off)."""
+    """As a cold command of :data:`COMMANDS` begins: start a kept process for the next one, in the
+    background, so that it has imported by the time this command ends (``make run``'s, for the
+    command typed after it), with ``env``, the environment the command starts with (a command may
+    add to its own: the validation turns Great Expectations' analytics off).  One already starting
+    for the same key holds its lock: the second exits at once."""
     if not enabled(env) or command_of(argv) not in COMMANDS:
         return
     path = socket_path(env)

@@ -282,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The ``sci-ingest`` console script: the command run by a kept process (:mod:`ingest.cli.kept`)
-    when one serves it, else :func:`main` here (and a kept process started for the next command);
-    then leave without the interpreter's teardown.
+    when one serves it, else :func:`main` here (with a kept process started beside it for the next
+    command); then leave without the interpreter's teardown.
 
     By then the command has closed all it opened (its private server stopped, its Dask
     cluster closed, its outputs written and closed); the teardown would only add
@@ -295,10 +295,9 @@ def run() -> None:
     started = process_started()
     code = kept.run_kept(argv, started)
     if code is None:
-        env = dict(os.environ)
+        kept.start_for_next(argv, dict(os.environ))  # it imports while this command runs
         command_began(started)
         code = main(argv)
-        kept.start_for_next(argv, env)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
