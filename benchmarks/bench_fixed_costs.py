@@ -77,7 +77,7 @@ def main() -> int:
         if not args.home:
             print(f"loading the samples into {home} ...", flush=True)
             run(cold, "load", str(REPO / "samples"), "--json")
-        run(env, "timings", "--json") if args.home else run(env, "validate", "--json")  # starts a kept process
+        run(env, "timings", "--json")  # a cold command: it starts a kept process as it begins
         wait_for_kept(tmp)
         rows = []
         for _ in range(args.runs):

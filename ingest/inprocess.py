@@ -7,7 +7,7 @@ process (as the in-process worker it replaces did: the command's main thread rea
 chunk from the server while the worker decodes and analyses the last), and task graphs
 (``compute``) on Dask's synchronous scheduler.  Nothing is distributed and nothing new is
 invented: it answers the calls of ``distributed.Client`` that the runners make (``submit``,
-``map``, ``gather``, ``compute``, ``run``, ``nthreads``, ``cancel``, ``close``) with the same
+``map``, ``gather``, ``compute`` with ``sync=True``, ``run``, ``nthreads``, ``close``) with the same
 meaning, so the runners have one code path and the same results on both
 (``tests/test_paper_analyses.py`` compares them row for row).
 
@@ -52,12 +52,6 @@ class Done(Delayed):
     def result(self, timeout: float | None = None) -> Any:
         return self._future.result(timeout)
 
-    def done(self) -> bool:
-        return self._future.done()
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._future.exception(timeout)
-
 
 def _outcome(future: Future) -> Any:
     return future.result()
@@ -99,14 +93,12 @@ class InProcessClient:
             return futures.result()
         return [f.result() if isinstance(f, Done) else f for f in futures]
 
-    def compute(self, collections, sync: bool = False):
-        """Task graphs on Dask's synchronous scheduler, here (their :class:`Done` nodes wait for
-        the worker thread)."""
-        many = isinstance(collections, (list, tuple))
+    def compute(self, collections, sync: bool = True):
+        """Task graphs on Dask's synchronous scheduler, here, their values returned (the runners
+        ask ``sync=True``; their :class:`Done` nodes wait for the worker thread)."""
         if not sync:
-            tasks = collections if many else [collections]
-            done = [self.submit(_compute_one, t) for t in tasks]
-            return done if many else done[0]
+            raise ValueError("InProcessClient.compute runs the graphs here: call it with sync=True")
+        many = isinstance(collections, (list, tuple))
         values = dask.compute(*(collections if many else [collections]), scheduler="sync")
         return list(values) if many else values[0]
 
@@ -116,15 +108,9 @@ class InProcessClient:
     def nthreads(self) -> dict:
         return {WORKER: 1}
 
-    def cancel(self, futures) -> None:  # noqa: ARG002 - every task has already run
-        return None
-
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __repr__(self) -> str:
         return "<InProcessClient: one worker thread in this process>"
 
-
-def _compute_one(collection) -> Any:
-    return dask.compute(collection, scheduler="sync")[0]
