@@ -36,6 +36,7 @@ documented rule per kind instead.
 from __future__ import annotations
 
 import math
+from itertools import islice
 from datetime import datetime, timezone
 from typing import Any, Iterable, NamedTuple
 
@@ -95,6 +96,22 @@ def path_getter(path: str):
         return get
     return lambda doc: get_path(doc, path)
 
+
+def _elements(docs: list, outer: str, index: int) -> list:
+    """``doc[outer][index]`` of each document where that is a document, else None (then
+    :func:`get_path` reads the path: another shape, such as a document where a list is expected)."""
+    found = []
+    for doc in docs:
+        items = doc.get(outer) if type(doc) is dict else None
+        if type(items) is list and index < len(items) and type(items[index]) is dict:
+            found.append(items[index])
+        else:
+            found.append(None)
+    return found
+
+
+#: Documents :meth:`Schema.read` takes from an iterable at a time (a cursor: memory stays bounded).
+READ_BLOCK = 4096
 
 #: The Python type a value of each kind already has (kept as it is, not coerced).
 _EXACT = {"string": str, "float64": float, "int64": int, "bool": bool}
@@ -204,15 +221,45 @@ class Schema:
         return projection_for(c.path for c in self.columns)
 
     def read(self, docs: Iterable[dict]) -> dict[str, list]:
-        """Column name -> coerced values, one per document."""
+        """Column name -> coerced values, one per document.
+
+        Column by column over blocks of documents (a list as it is, any other iterable, such
+        as a cursor, :data:`READ_BLOCK` documents at a time): a comprehension per column, and
+        the element of a list that several paths read (``hsps.0``) found once per document.
+        Every value is what :func:`get_path` and :func:`coerce` give it."""
         values: dict[str, list] = {c.name: [] for c in self.columns}
-        columns = [(values[c.name].append, path_getter(c.path), c.kind, _EXACT.get(c.kind)) for c in self.columns]
-        for doc in docs:
-            for append, get, kind, exact in columns:
-                value = get(doc)
-                # the common case (already of the column's type) without a call; the rest by coerce's rules
-                append(value if type(value) is exact or value is None else coerce(value, kind))
+        if isinstance(docs, list):
+            self._read_block(docs, values)
+            return values
+        docs = iter(docs)
+        while block := list(islice(docs, READ_BLOCK)):
+            self._read_block(block, values)
         return values
+
+    def _read_block(self, docs: list, values: dict[str, list]) -> None:
+        elements: dict[tuple[str, int], list] = {}
+        for column in self.columns:
+            parts = column.path.split(".")
+            if len(parts) == 1 and not column.path.lstrip("-").isdigit():
+                key = parts[0]
+                got = [d.get(key) if type(d) is dict else get_path(d, key) for d in docs]
+            elif len(parts) == 3 and parts[1].isdigit() and not parts[0].lstrip("-").isdigit():
+                place, inner, path = (parts[0], int(parts[1])), parts[2], column.path
+                found = elements.get(place)
+                if found is None:
+                    found = elements[place] = _elements(docs, *place)
+                got = [e.get(inner) if e is not None else get_path(d, path) for e, d in zip(found, docs)]
+            else:
+                got = [get_path(d, column.path) for d in docs]
+            exact, kind = _EXACT.get(column.kind), column.kind
+            # the common case (already of the column's type) without a call; the rest by coerce's rules
+            if any(type(v) is not exact and v is not None for v in got):
+                if kind == "float64":  # integers (SSEARCH scores) made floats here, as coerce does
+                    got = [v if type(v) is float or v is None else float(v) if type(v) is int else coerce(v, kind)
+                           for v in got]
+                else:
+                    got = [v if type(v) is exact or v is None else coerce(v, kind) for v in got]
+            values[column.name].extend(got)
 
     def frame(self, values: dict[str, list] | None = None):
         """A pandas frame with the declared dtypes (empty when ``values`` is None)."""
