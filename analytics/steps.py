@@ -6,13 +6,17 @@ Plugged into :mod:`ingest.pipeline` through :mod:`analytics.plugin` (``STEPS``, 
 
 from __future__ import annotations
 
+import logging
+import time
 from contextlib import ExitStack
 from typing import Callable, Sequence
+
+from pymongo.errors import ExecutionTimeout
 
 from ingest.config import Settings
 from ingest.pipeline import Cluster
 from ingest.store.connection import Connection, log_to_stderr
-from ingest.timing import Timings
+from ingest.timing import Timings, utcnow
 from analytics.registry import all_analyses, select_analyses
 from analytics.runner import run_analysis
 from analytics.validation import validate
@@ -38,8 +42,9 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     with ExitStack() as stack:
         cluster = cluster or Cluster(settings, timings, stack)
         sources = {c for a in chosen for c in (a.source, a.join and a.join.source) if c}
+        deciding = utcnow()
         small = small_work(conn, settings, cluster, sources)
-        client = cluster.client("analyze", conn.uri, in_process=small is not None)
+        client = cluster.client("analyze", conn.uri, in_process=small is not None, since=deciding)
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
@@ -61,11 +66,12 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     small (:func:`small_work`): a few thousand documents are checked here sooner than worker
     processes start and import Great Expectations (seconds each)."""
     client = None
+    deciding = utcnow()
     small = small_work(conn, settings, cluster, {spec.collection for spec in load_suites()})
     if cluster is not None and small is None:
-        client = cluster.client("validate", conn.uri)
+        client = cluster.client("validate", conn.uri, since=deciding)
     elif small:  # documents to check here: Great Expectations' import, timed but not the step's
-        with timings.stage("warm_up.validate") as rec:
+        with timings.stage("warm_up.validate", started=deciding) as rec:
             rec.records_in = rec.records_out = None
             prepare_for_validation()
     with timings.stage("validate") as rec:
@@ -79,15 +85,35 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     return report
 
 
+_log = logging.getLogger(__name__)
+
+#: The longest the count that decides small work may take (ms).  MongoDB answers from metadata at
+#: once; SecantusDB counts by scanning (about 8 µs a document on the build machine: 0.5 s for
+#: 60,000), so a count that takes longer is of more documents than small work holds.
+COUNT_BUDGET_MS = 1500
+
+
 def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, collections: set[str]) -> int | None:
     """The documents of ``collections`` together when a step would start ``cluster`` only for
-    itself (none started yet, no scheduler given) and they are at most ``settings.small_work``
-    (the server's own counts, from metadata: no scan); else None: not small work here."""
+    itself (none started yet, no scheduler given) and they are at most ``settings.small_work``;
+    else None: not small work here.  The counts are the server's estimates, within
+    :data:`COUNT_BUDGET_MS` together: past it, the work is not small (a wrong guess costs time,
+    never a result: both ways compute the same)."""
     if cluster is None or cluster.started or settings.dask_scheduler or settings.small_work <= 0:
         return None
+    deadline = time.monotonic() + COUNT_BUDGET_MS / 1000
+    total = 0
     with db_errors("counting the documents to read", uri=conn.uri):
-        total = sum(conn.db[name].estimated_document_count() for name in sorted(collections))
-    return total if total <= settings.small_work else None
+        for name in sorted(collections):
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            try:
+                total += conn.db[name].estimated_document_count(maxTimeMS=max(left_ms, 1))
+            except ExecutionTimeout:
+                _log.info("counting %s took over %d ms: not small work", name, COUNT_BUDGET_MS)
+                return None
+            if total > settings.small_work:
+                return None
+    return total
 
 
 #: Whether this process has walked the analyses' code (a child of a kept command process inherits it).

@@ -141,14 +141,16 @@ class Cluster:
         """Whether a step has started (or connected to) the cluster already."""
         return self._client is not None
 
-    def client(self, purpose: str, uri: str | None = None, *, in_process: bool = False):
+    def client(self, purpose: str, uri: str | None = None, *, in_process: bool = False,
+               since: dt.datetime | None = None):
         """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``).
 
         ``in_process``: when the cluster starts here (no scheduler given), its one worker runs in
-        this process (small work: :func:`ingest.cluster.dask_client`)."""
+        this process (small work: :func:`ingest.cluster.dask_client`).  ``since``: when the step
+        began deciding that (its documents counted): the row starting the cluster includes it."""
         if self._client is None:
             self._in_process = in_process and not self.settings.dask_scheduler
-            with self.timings.stage("cluster") as rec:
+            with self.timings.stage("cluster", started=since) as rec:
                 self._client = self.stack.enter_context(dask_client(self.settings.dask_scheduler, self.workers,
                                                                     in_process=self._in_process))
                 rec.records_in = rec.records_out = None
@@ -157,7 +159,7 @@ class Cluster:
                                                                             else "LocalCluster")}
             self._warm.add(purpose)
         elif purpose not in self._warm:
-            with self.timings.stage(f"warm_up.{purpose}") as rec:  # imports: timed, but not the step's
+            with self.timings.stage(f"warm_up.{purpose}", started=since) as rec:  # imports: timed, not the step's
                 rec.records_in = rec.records_out = None
                 rec.workers = warm_up(self._client, purpose, uri, in_process=self._in_process)
             self._warm.add(purpose)

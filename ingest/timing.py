@@ -149,9 +149,13 @@ class Timings:
         return record
 
     @contextmanager
-    def stage(self, stage: str, file: str | None = None) -> Iterator[StageRecord]:
-        """Time a block; on an exception the row is kept with status "failed" and the error."""
+    def stage(self, stage: str, file: str | None = None, started: dt.datetime | None = None
+              ) -> Iterator[StageRecord]:
+        """Time a block; on an exception the row is kept with status "failed" and the error.
+        ``started``: the row began earlier, with the work that decided it (a count, say)."""
         record = self.new(stage, file)
+        if started is not None:
+            record.started = started
         try:
             yield record
         except BaseException as exc:
