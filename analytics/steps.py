@@ -52,7 +52,7 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded,
-                              "read": result.read, "scope": result.scope}
+                              "read": result.read, "scope": result.scope, "publish_s": result.publish_s}
                 if incremental:
                     log(f"{analysis.name}: {result.scope['reason']}")
                 results.append(result)

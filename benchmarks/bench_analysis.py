@@ -122,6 +122,8 @@ def measure_stage(uri: str, db_name: str, stage: str, server_pid: int | None, en
     out["seconds"] = row.get("seconds") if row else None
     out["read"] = ((row or {}).get("detail") or {}).get("read")
     out["records_in"] = (row or {}).get("records_in")
+    out["records_out"] = (row or {}).get("records_out")
+    out["publish_s"] = ((row or {}).get("detail") or {}).get("publish_s")
     return out
 
 
@@ -238,6 +240,8 @@ def summarize(result: dict) -> list[dict]:
                          "target": TARGETS[kind], "met": ratio is not None and ratio <= TARGETS[kind],
                          "read": (runs[-1]["stage"].get("read") or {}).get("mode"),
                          "planning_s": planning,
+                         "publish_s": _median([r["stage"].get("publish_s") for r in runs]),
+                         "rows_out": runs[-1]["stage"].get("records_out"),
                          "peak_rss_mb": _median([r["stage"]["peak_rss_mb"] for r in runs]),
                          "tree_rss_mb": _median([r["stage"]["tree_rss_mb"] for r in runs]),
                          "server_rss_mb": _median([r["stage"].get("server_rss_mb") for r in runs]),
@@ -270,11 +274,12 @@ def summarize(result: dict) -> list[dict]:
 
 
 def print_report(result: dict) -> None:
-    log("\nscale | stage | stage s | bare read s | ratio | read | planning s | cmd peak MB | tree MB | server MB"
-        " | bare MB")
+    log("\nscale | stage | stage s | bare read s | ratio | read | planning s | publish s | rows out | cmd peak MB"
+        " | tree MB | server MB | bare MB")
     for r in result["summary"]:
         log(f"{r['scale'] + 'x' if r['scale'].isdigit() else r['scale']} | {r['stage']} | {_fmt(r['stage_s'])} | {_fmt(r['bare_s'])} | {_fmt(r['ratio'])} | "
-            f"{r['read']} | {_fmt(r['planning_s'], 3)} | {_fmt(r['peak_rss_mb'], 0)} | {_fmt(r['tree_rss_mb'], 0)} | "
+            f"{r['read']} | {_fmt(r['planning_s'], 3)} | {_fmt(r.get('publish_s'))} | {_fmt(r.get('rows_out'), 0)} | "
+            f"{_fmt(r['peak_rss_mb'], 0)} | {_fmt(r['tree_rss_mb'], 0)} | "
             f"{_fmt(r['server_rss_mb'], 0)} | {_fmt(r['bare_rss_mb'], 0)}")
     cmds = result.get("commands")
     if cmds:
