@@ -14,6 +14,7 @@ that goes away interrupts the command as Ctrl-C would.
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib
 import json
 import os
@@ -58,6 +59,7 @@ def _preload() -> None:
             importlib.import_module(name)
         except ImportError:
             pass  # a command that needs it says so itself
+    gc.freeze()  # imported for good: the children's collections skip it (and leave its pages shared)
 
 
 def _serve_one(listener: socket.socket, lock_fd: int) -> int | None:
