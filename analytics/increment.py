@@ -43,6 +43,7 @@ from pymongo import ReplaceOne
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
+from ingest.query.plan import exact_indexes
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from analytics.registry import output_table
@@ -183,8 +184,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
             for start in range(0, len(docs), 1000):
                 coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
                                 ordered=False)  # fmt: skip
-            for keys in analysis.indexes:  # idempotent: an output published before they were declared
-                coll.create_index(list(keys))
+            _exact_indexes(coll, analysis)
             for start in range(0, len(scope.prefixes), 500):
                 gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
                 coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}})
@@ -192,6 +192,20 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     finally:
         tmp_file.unlink(missing_ok=True)
     return analysis.output, final
+
+
+def _exact_indexes(coll, analysis) -> None:
+    """The output's declared indexes as the whole publish builds them (idempotent: an output published
+    before they were declared gets them): on a server whose index keys lose the order of numbers
+    (SecantusDB), none led by a float, and such an index left by an earlier version is dropped;
+    with it, a range over that field answered wrong for every client (7 of 9 rows, measured)."""
+    build, withheld = exact_indexes(coll.database, coll.name, analysis.indexes)
+    for keys in build:
+        coll.create_index(list(keys))
+    existing = {tuple(tuple(k) for k in info["key"]): name for name, info in coll.index_information().items()}
+    for declared, _instead in withheld:
+        if tuple(declared) in existing:
+            coll.drop_index(existing[tuple(declared)])
 
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:

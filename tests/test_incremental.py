@@ -68,8 +68,12 @@ def test_new_files_are_analysed_alone_and_the_output_matches_a_whole_run(place, 
 
     load([str(p) for p in PASTA[3:5]])
     new_shas = {d["sha256"] for d in db["ingest_files"].find({"_id": {"$in": [str(p.resolve()) for p in PASTA[3:5]]}})}
+    withheld = _assert_exact_indexes(db)
+    for declared, _instead in withheld:  # as an earlier version's changed run left them
+        db["query_best_hits"].create_index(list(declared))
     second = run(dclient)["best_hits"]
     assert second.scope["mode"] == "changed" and second.scope["files"] == 2, second.scope
+    _assert_exact_indexes(db)  # the changed run's indexes are the whole run's; those left are dropped
     new_hits = sum(db["hits"].count_documents({"search_id": {"$regex": f"^{search_id_prefix(s)}"}}) for s in new_shas)
     assert second.records_in == new_hits < db["hits"].count_documents({})  # only the new files' hits were read
     rows = list(db["query_best_hits"].find({"run_id": second.run_id}, {"_id": 1}))
@@ -80,14 +84,27 @@ def test_new_files_are_analysed_alone_and_the_output_matches_a_whole_run(place, 
     assert again.scope["mode"] == "none" and again.records_in == 0 and "current" in again.scope["reason"]
     load([str(REPO / "samples" / "materials" / "materials.jsonl.gz")])  # nothing for hits
     assert run(dclient)["best_hits"].scope["mode"] == "none"
-    indexes = {tuple(v["key"]) for v in db["query_best_hits"].index_information().values()}
+    _assert_exact_indexes(db)
+
+
+def _assert_exact_indexes(db) -> list:
+    """The output's indexes are the declared ones this server keeps exact, none withheld is there,
+    and every range over best_evalue (a float) counts what a collection scan counts; the withheld."""
     from analytics.registry import get_analysis
     from ingest.query.plan import exact_indexes
 
-    built, cut = exact_indexes(db, "query_best_hits", get_analysis("best_hits").indexes)
+    indexes = {tuple(v["key"]) for v in db["query_best_hits"].index_information().values()}
+    built, withheld = exact_indexes(db, "query_best_hits", get_analysis("best_hits").indexes)
     assert {tuple(k) for k in built} <= indexes  # declared, built (on a float field only where keys keep numbers)
     assert (("query_id", 1),) in indexes and (("best_hit_id", 1),) in indexes
-    assert ((("best_evalue", 1),), None) in cut or (("best_evalue", 1),) in indexes
+    assert ((("best_evalue", 1),), None) in withheld or (("best_evalue", 1),) in indexes
+    assert not {tuple(declared) for declared, _ in withheld} & indexes, indexes
+    coll = db["query_best_hits"]
+    for below in (1e-300, 1e-100, 1e-50, 1e-10, 1e-3, 1.0, 10.0):
+        query = {"best_evalue": {"$lt": below}}
+        assert coll.count_documents(query) == coll.count_documents(query, hint=[("$natural", 1)]), below
+        assert len(list(coll.find(query, {"_id": 1}))) == coll.count_documents(query, hint=[("$natural", 1)]), below
+    return withheld
 
 
 def test_a_replaced_file_drops_its_old_searches(place, dclient, tmp_path):
