@@ -12,9 +12,8 @@ import time
 from contextlib import ExitStack
 from typing import Callable, Sequence
 
-from pymongo.errors import ExecutionTimeout
-
 from ingest.config import Settings
+from ingest.errors import TimeLimitExceeded
 from ingest.pipeline import Cluster
 from ingest.store.connection import Connection, log_to_stderr
 from ingest.timing import Timings, utcnow
@@ -104,16 +103,16 @@ def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, co
         return None
     deadline = time.monotonic() + COUNT_BUDGET_MS / 1000
     total = 0
-    with db_errors("counting the documents to read", uri=conn.uri):
-        for name in sorted(collections):
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            try:
+    for name in sorted(collections):
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        try:
+            with db_errors(f"counting the documents of {name}", uri=conn.uri):
                 total += conn.db[name].estimated_document_count(maxTimeMS=max(left_ms, 1))
-            except ExecutionTimeout:
-                _log.info("counting %s took over %d ms: not small work", name, COUNT_BUDGET_MS)
-                return None
-            if total > settings.small_work:
-                return None
+        except TimeLimitExceeded:
+            _log.info("counting %s took over %d ms: not small work", name, COUNT_BUDGET_MS)
+            return None
+        if total > settings.small_work:
+            return None
     return total
 
 

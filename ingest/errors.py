@@ -88,6 +88,10 @@ class UnsupportedFeature(DatabaseError):
     """The connected server does not support a feature (e.g. hashed indexes)."""
 
 
+class TimeLimitExceeded(DatabaseError):
+    """The server stopped an operation at the time it was given (``maxTimeMS``)."""
+
+
 class InputError(SciIngestError):
     """An input file could not be read or understood.
 

@@ -46,19 +46,12 @@ import psutil
 import pymongo
 from bson.binary import Binary
 from bson.errors import InvalidDocument
-from pymongo.errors import (
-    BulkWriteError,
-    ConfigurationError,
-    ConnectionFailure,
-    DocumentTooLarge,
-    DuplicateKeyError,
-    OperationFailure,
-    PyMongoError,
-)
+from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailure, DocumentTooLarge,
+                             DuplicateKeyError, OperationFailure, PyMongoError)
 from pymongo.write_concern import WriteConcern
 
 from ingest.store.catalog import INDEXES, SHARD_KEYS
-from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, UnsupportedFeature
+from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, TimeLimitExceeded, UnsupportedFeature
 from ingest.server.secrets import redact_uri, remember
 
 __all__ = [
@@ -82,6 +75,7 @@ DUPLICATE_KEY = 11000
 # Server error codes meaning "this server does not have that": CommandNotFound,
 # IllegalOperation, CommandNotSupported, NotImplemented.
 _UNSUPPORTED_CODES = {59, 20, 115, 238}
+_MAX_TIME_EXPIRED = 50  # MaxTimeMSExpired: an operation stopped at the maxTimeMS its caller gave
 # CannotCreateIndex: an "unsupported" refusal only where a feature is being asked for
 # (SecantusDB: "hashed indexes are not supported by SecantusDB").
 _CANNOT_CREATE_INDEX = 67
@@ -262,6 +256,8 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
         if exc.code in _UNSUPPORTED_CODES or (feature and exc.code == _CANNOT_CREATE_INDEX):
             about = f" {feature}" if feature else ""
             raise UnsupportedFeature(f"{what}: the server does not support{about}: {_reason(exc)}") from exc
+        if exc.code == _MAX_TIME_EXPIRED:  # maxTimeMS, which the caller set
+            raise TimeLimitExceeded(f"{what}: {_reason(exc)}") from exc
         raise DatabaseError(f"{what}: {_reason(exc)}") from exc
     except PyMongoError as exc:
         raise DatabaseError(f"{what}: {_reason(exc)}") from exc
