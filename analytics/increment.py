@@ -14,8 +14,10 @@ The groups of a file then depend on that file alone, and an update is:
    documents are gone, or finds them again if another path still has that content);
 2. **read and compute** only the groups of those contents: the declared filter AND a key
    range per content on the group key's path (an index seek), through the same runner;
-3. **publish** the new rows by ``_id`` (replace, upsert: each row atomically), then delete
-   the rows of those groups that this run did not write (a group that vanished).  The
+3. **publish** the new rows by ``_id`` (replace, upsert), then delete the rows of those
+   groups that this run did not write (a group that vanished), in one transaction where the
+   server has them (a replica set, SecantusDB, mongos): a reader sees the old rows or the
+   new ones.  The
    Parquet file is rewritten whole (the old rows outside the changed groups, the new rows,
    sorted by id) under a temporary name and renamed over the old one;
 4. **record** what was seen: each pending entry is marked only if the path still has the
@@ -34,6 +36,7 @@ started.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -45,7 +48,7 @@ from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.query.plan import exact_indexes
 from ingest.store.ledger import Ledger
-from ingest.store.mongo import db_errors, shared_client
+from ingest.store.mongo import db_errors, describe, shared_client
 from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_filter", "publish_changes", "record_scope", "WHOLE_ABOVE", "MAX_CHANGED"]
@@ -54,6 +57,12 @@ __all__ = ["Scope", "plan_scope", "scoped_filter", "publish_changes", "record_sc
 WHOLE_ABOVE = 0.5
 #: Above this many changed files, the whole collection is read (one key range per file).
 MAX_CHANGED = 5000
+#: Up to this many changed rows are published in one transaction (MongoDB bounds a transaction's
+#: time and cache): readers see the old rows or the new ones.  More, or a standalone server
+#: (no transactions), are written in batches, and the run says so.
+MAX_ATOMIC_ROWS = 100_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -178,16 +187,29 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
         tmp_file.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {tmp_file}: {exc}") from exc
     try:
-        coll = shared_client(uri)[db_name][analysis.output]
+        client = shared_client(uri)
+        coll = client[db_name][analysis.output]
         with db_errors(f"publishing {db_name}.{analysis.output}", uri=uri):
             docs = documents(frame, analysis.output_id, run_id)
-            for start in range(0, len(docs), 1000):
-                coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
-                                ordered=False)  # fmt: skip
-            _exact_indexes(coll, analysis)
-            for start in range(0, len(scope.prefixes), 500):
-                gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
-                coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}})
+            _exact_indexes(coll, analysis)  # before the rows: no index is built inside a transaction
+
+            def write(session=None) -> None:
+                for start in range(0, len(docs), 1000):
+                    coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
+                                    ordered=False, session=session)  # fmt: skip
+                for start in range(0, len(scope.prefixes), 500):
+                    gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
+                    coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}}, session=session)
+
+            if describe(client).topology == "standalone" or len(docs) > MAX_ATOMIC_ROWS:
+                log.warning("%s.%s: the changed rows are written in batches, not in one transaction (%s): a "
+                            "reader can see some groups updated and others not until it ends", db_name,
+                            analysis.output, "a standalone server has none" if len(docs) <= MAX_ATOMIC_ROWS
+                            else f"{len(docs):,} rows, more than {MAX_ATOMIC_ROWS:,}")
+                write()
+            else:  # readers see the old rows or the new ones, never a mix
+                with client.start_session() as session:
+                    session.with_transaction(write)
         os.replace(tmp_file, final)
     finally:
         tmp_file.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pymongo.monitoring
 import pytest
 
 from ingest.cluster import dask_client
@@ -18,6 +19,7 @@ from analytics.registry import Analysis, get_analysis
 from analytics.runner import analyze
 from ingest.documents import search_id_prefix
 from ingest.errors import ConfigError
+from ingest.store.mongo import describe
 
 REPO = Path(__file__).resolve().parent.parent
 PASTA = sorted((REPO / "samples" / "pasta").glob("*.m10"))
@@ -208,3 +210,46 @@ def test_the_cli_flag_reads_only_what_changed(tmp_path, mongo_uri, mongo_client)
         assert changed()["scope"]["mode"] == "none"
     finally:
         mongo_client.drop_database(name)
+
+
+class _Commands(pymongo.monitoring.CommandListener):
+    """The commands a client built after registration sends (only while ``on``)."""
+
+    def __init__(self):
+        self.on, self.seen = False, []
+
+    def started(self, event):
+        if self.on:
+            cmd = event.command
+            self.seen.append((event.command_name, cmd.get(event.command_name), cmd.get("autocommit"),
+                              event.connection_id))
+
+    def succeeded(self, event):
+        pass
+
+    def failed(self, event):
+        pass
+
+
+def test_a_changed_publish_writes_its_rows_in_one_transaction(place, dclient, mongo_uri, mongo_client):
+    """The changed rows' replaces and deletes go in one transaction (this server has them), so a
+    reader sees the old rows or the new ones: seen on the wire, from a client of its own."""
+    load, run, out, db = place
+    load([str(p) for p in PASTA[:3]])
+    run(dclient)
+    load([str(p) for p in PASTA[3:5]])
+    if describe(mongo_client).topology == "standalone":
+        pytest.skip("a standalone MongoDB has no transactions: the changed rows go in batches (and the run says so)")
+    commands = _Commands()
+    pymongo.monitoring.register(commands)  # the clients built from now on, in this process
+    own = mongo_uri + ("&" if "?" in mongo_uri else "/?") + f"appname=txn-{uuid.uuid4().hex[:6]}"
+    commands.on = True
+    try:
+        result = analyze(own, db.name, "r-txn", out, names=["best_hits"], client=dclient, incremental=True)[0]
+    finally:
+        commands.on = False
+    assert result.scope["mode"] == "changed"
+    writes = [c for c in commands.seen if c[0] in ("update", "delete") and c[1] == "query_best_hits"]
+    assert writes and all(autocommit is False for _, _, autocommit, _ in writes), writes
+    assert [c[0] for c in commands.seen].count("commitTransaction") == 1, commands.seen
+    _same_as_whole(db, out, run, dclient)
