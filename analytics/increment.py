@@ -46,7 +46,7 @@ from pymongo import ReplaceOne
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
-from ingest.query.plan import exact_indexes
+from ingest.query.plan import ensure_exact_indexes
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, describe, shared_client
 from analytics.registry import output_table
@@ -191,7 +191,10 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
         coll = client[db_name][analysis.output]
         with db_errors(f"publishing {db_name}.{analysis.output}", uri=uri):
             docs = documents(frame, analysis.output_id, run_id)
-            _exact_indexes(coll, analysis)  # before the rows: no index is built inside a transaction
+            # as the whole publish builds them (none led by a float on SecantusDB, whose index keys
+            # lose the order of numbers; one an earlier run left dropped), before the rows: no index
+            # is built inside a transaction
+            ensure_exact_indexes(coll.database, {analysis.output: analysis.indexes})
 
             def write(session=None) -> None:
                 for start in range(0, len(docs), 1000):
@@ -214,20 +217,6 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     finally:
         tmp_file.unlink(missing_ok=True)
     return analysis.output, final
-
-
-def _exact_indexes(coll, analysis) -> None:
-    """The output's declared indexes as the whole publish builds them (idempotent: an output published
-    before they were declared gets them): on a server whose index keys lose the order of numbers
-    (SecantusDB), none led by a float, and such an index left by an earlier version is dropped;
-    with it, a range over that field answered wrong for every client (7 of 9 rows, measured)."""
-    build, withheld = exact_indexes(coll.database, coll.name, analysis.indexes)
-    for keys in build:
-        coll.create_index(list(keys))
-    existing = {tuple(tuple(k) for k in info["key"]): name for name, info in coll.index_information().items()}
-    for declared, _instead in withheld:
-        if tuple(declared) in existing:
-            coll.drop_index(existing[tuple(declared)])
 
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:

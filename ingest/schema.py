@@ -79,14 +79,25 @@ def get_path(doc: Any, path: str) -> Any:
     return value
 
 
-def path_getter(path: str):
-    """A function reading one dotted path as :func:`get_path` does, with the path split once."""
+def _path_shape(path: str) -> tuple | None:
+    """The shapes of path read without :func:`get_path`: ``(key,)``, a top-level field, or
+    ``(outer, index, inner)``, a field of one list element (``hsps.0.score``); else None."""
     parts = path.split(".")
     if len(parts) == 1 and not path.lstrip("-").isdigit():
-        key = parts[0]
-        return lambda doc: doc.get(key) if isinstance(doc, dict) else None
+        return (parts[0],)
     if len(parts) == 3 and parts[1].isdigit() and not parts[0].lstrip("-").isdigit():
-        outer, index, inner = parts[0], int(parts[1]), parts[2]  # e.g. hsps.0.score
+        return parts[0], int(parts[1]), parts[2]
+    return None
+
+
+def path_getter(path: str):
+    """A function reading one dotted path as :func:`get_path` does, with the path split once."""
+    shape = _path_shape(path)
+    if shape is not None and len(shape) == 1:
+        key = shape[0]
+        return lambda doc: doc.get(key) if isinstance(doc, dict) else None
+    if shape is not None:
+        outer, index, inner = shape
 
         def get(doc):
             items = doc.get(outer) if isinstance(doc, dict) else None
@@ -239,12 +250,12 @@ class Schema:
     def _read_block(self, docs: list, values: dict[str, list]) -> None:
         elements: dict[tuple[str, int], list] = {}
         for column in self.columns:
-            parts = column.path.split(".")
-            if len(parts) == 1 and not column.path.lstrip("-").isdigit():
-                key = parts[0]
-                got = [d.get(key) if type(d) is dict else get_path(d, key) for d in docs]
-            elif len(parts) == 3 and parts[1].isdigit() and not parts[0].lstrip("-").isdigit():
-                place, inner, path = (parts[0], int(parts[1])), parts[2], column.path
+            shape = _path_shape(column.path)
+            if shape is not None and len(shape) == 1:
+                key = shape[0]
+                got = [d.get(key) if type(d) is dict else None for d in docs]
+            elif shape is not None:
+                place, inner, path = shape[:2], shape[2], column.path
                 found = elements.get(place)
                 if found is None:
                     found = elements[place] = _elements(docs, *place)
