@@ -35,6 +35,7 @@ documented rule per kind instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from itertools import islice
 from datetime import datetime, timezone
@@ -307,9 +308,22 @@ def conform(df, dtypes: dict[str, str]):
     n = len(df)
     columns = {}
     for name, dtype in dtypes.items():
-        values = df[name].to_numpy() if name in df.columns else np.full(n, np.nan)
-        columns[name] = pd.Series(values, copy=False).astype(dtype)
+        if name not in df.columns:
+            columns[name] = pd.Series(np.full(n, np.nan), copy=False).astype(dtype)
+            continue
+        column = df[name]
+        if column.dtype == _pandas_dtype(dtype):  # already declared: kept as it is (copy-on-write)
+            columns[name] = column.array
+        else:
+            columns[name] = pd.Series(column.to_numpy(), copy=False).astype(dtype).array
     return pd.DataFrame(columns, index=pd.RangeIndex(n))
+
+
+@functools.cache
+def _pandas_dtype(name: str):
+    import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
+
+    return pd.api.types.pandas_dtype(name)
 
 
 def empty(dtypes: dict[str, str]):
