@@ -4,13 +4,16 @@ one pass over the whole table says.  Against the real server of ``conftest.py``.
 
 from __future__ import annotations
 
+import itertools
+
 import bson
 import pytest
+from bson.errors import InvalidBSON
 
 from analytics.analyses import best_hits as bh
 from analytics.reading.partitions import plan_partitions, read_partition
 from analytics.reading.planning import plan_reads, plan_stages, probe, read_mode
-from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
+from analytics.reading.streaming import StreamSpec, _starts, chunk_frame, read_chunks
 from analytics.validation import validate
 from analytics.validation.stream import Accumulator, UNIQUE_TYPES
 from ingest.errors import AnalysisError, ConfigError
@@ -133,6 +136,16 @@ def test_an_unsorted_stream_is_still_cut_only_where_the_group_changes(db, mongo_
     frames = [chunk_frame(COLUMNS, raw) for _, raw in read_chunks(spec)]
     # the chunk of 4 runs on to the end of group b; no sort was asked of the server
     assert [list(f["g"]) for f in frames] == [list("aaabbbbbb"), list("ccz")]
+
+
+def test_a_raw_batch_is_walked_by_its_length_prefixes_and_a_false_length_is_refused():
+    docs = [bson.encode({"g": "a" * i}) for i in range(4)]
+    batch = b"".join(docs)
+    assert _starts(batch) == [0, *itertools.accumulate(len(d) for d in docs)]
+    assert _starts(b"") == [0]
+    for bad in (b"\x00\x00\x00\x00" + batch, batch[:-1], batch + b"\x05\x00"):  # zero, truncated, torn
+        with pytest.raises(InvalidBSON, match="claims"):
+            _starts(bad)
 
 
 def test_best_hits_from_a_stream_equals_best_hits_of_everything(db, mongo_uri):

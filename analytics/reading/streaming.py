@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import bson
-from bson.codec_options import CodecOptions
-from bson.raw_bson import RawBSONDocument
+from bson.errors import InvalidBSON
 
 from ingest.schema import Column, Schema, get_path
 from ingest.store.mongo import db_errors, shared_client
@@ -60,32 +59,50 @@ class StreamSpec:
 def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
     """``(documents, raw BSON)`` chunks of about ``spec.chunk_rows`` documents, in stream order.
 
-    The documents stay undecoded (``RawBSONDocument``): the driver only frames
-    them, and whoever handles the chunk (a Dask worker) decodes it with
-    :func:`chunk_frame`, so decoding runs in parallel with the read.
+    The server's batches arrive as raw bytes (``find_raw_batches``): the driver
+    makes no object per document, and this loop only walks the documents'
+    length prefixes, decoding just the documents it must compare at a cut.
+    Whoever handles a chunk (a Dask worker) decodes it with :func:`chunk_frame`,
+    so decoding runs in parallel with the read.
     """
     schema = Schema(spec.columns)
     path = spec.group_path
     sort = [(path, 1)] if path and spec.sorted else None
-    pending: list[RawBSONDocument] = []
+    pending = bytearray()
+    count = 0
+    last = b""  # the last document of ``pending``
     boundary: object = _UNSET  # the group key the current oversized chunk must not be cut in
     with db_errors(f"reading {spec.describe()}", uri=spec.uri):
-        coll = shared_client(spec.uri)[spec.db_name].get_collection(
-            spec.collection, codec_options=CodecOptions(document_class=RawBSONDocument))
-        cursor = coll.find(spec.query or {}, schema.projection(), sort=sort, batch_size=BATCH_SIZE)
+        cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find_raw_batches(
+            spec.query or {}, schema.projection(), sort=sort, batch_size=BATCH_SIZE)
         try:
-            for doc in cursor:
-                if len(pending) >= spec.chunk_rows:
-                    if path is not None and boundary is _UNSET:
-                        boundary = _raw_path(pending[-1], path)
-                    if path is None or _raw_path(doc, path) != boundary:
-                        yield len(pending), b"".join(d.raw for d in pending)
-                        pending, boundary = [], _UNSET
-                pending.append(doc)
+            for batch in cursor:
+                starts = _starts(batch)
+                i, n = 0, len(starts) - 1
+                while i < n:
+                    room = spec.chunk_rows - count
+                    if room > 0:  # fill the chunk
+                        j = min(n, i + room)
+                    elif path is None:  # full, and the next document opens a new chunk
+                        j = i
+                    else:  # full: run on to the end of its last group
+                        if boundary is _UNSET:
+                            boundary = _raw_path(last, path)
+                        j = i
+                        while j < n and _raw_path(batch[starts[j]:starts[j + 1]], path) == boundary:
+                            j += 1
+                    if j > i:
+                        pending += batch[starts[i]:starts[j]]
+                        count += j - i
+                        last = batch[starts[j - 1]:starts[j]]
+                        i = j
+                    elif room <= 0:  # full, and document i opens a new chunk
+                        yield count, bytes(pending)
+                        pending, count, boundary = bytearray(), 0, _UNSET
         finally:
             cursor.close()
-    if pending:
-        yield len(pending), b"".join(d.raw for d in pending)
+    if count:
+        yield count, bytes(pending)
 
 
 def chunk_frame(columns: tuple[Column, ...], raw: bytes):
@@ -97,6 +114,19 @@ def chunk_frame(columns: tuple[Column, ...], raw: bytes):
 _UNSET = object()
 
 
-def _raw_path(doc, path: str):
-    return get_path(bson.decode(doc.raw), path)
+def _starts(batch: bytes) -> list[int]:
+    """Where each document of a raw batch starts, and the batch's end."""
+    starts = [0]
+    end, pos = len(batch), 0
+    while pos < end:
+        size = int.from_bytes(batch[pos:pos + 4], "little")
+        if size < 5 or pos + size > end:  # never loop on a length that cannot be
+            raise InvalidBSON(f"a document of the server's batch claims {size} bytes at byte {pos} of {end}")
+        pos += size
+        starts.append(pos)
+    return starts
+
+
+def _raw_path(raw: bytes, path: str):
+    return get_path(bson.decode(raw), path)
 
