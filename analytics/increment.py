@@ -46,9 +46,9 @@ from pymongo import ReplaceOne
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
-from ingest.query.plan import ensure_exact_indexes
+from ingest.query.plan import ensure_exact_indexes, server_of
 from ingest.store.ledger import Ledger
-from ingest.store.mongo import db_errors, describe, shared_client
+from ingest.store.mongo import db_errors, shared_client
 from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_filter", "publish_changes", "record_scope", "WHOLE_ABOVE", "MAX_CHANGED"]
@@ -204,7 +204,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
                     gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
                     coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}}, session=session)
 
-            if describe(client).topology == "standalone" or len(docs) > MAX_ATOMIC_ROWS:
+            if server_of(coll.database).topology == "standalone" or len(docs) > MAX_ATOMIC_ROWS:
                 log.warning("%s.%s: the changed rows are written in batches, not in one transaction (%s): a "
                             "reader can see some groups updated and others not until it ends", db_name,
                             analysis.output, "a standalone server has none" if len(docs) <= MAX_ATOMIC_ROWS

@@ -41,7 +41,7 @@ from ingest.errors import DatabaseError, UnsupportedFeature
 from ingest.store.curated import UnknownCollection, get, all_curated, index_name
 
 __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "explain", "read_plan", "scan_warning",
-           "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note",
+           "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note", "server_of",
            "numeric_paths", "unsafe_index", "paths_and_ops"]
 
 SCAN_WARN_DOCUMENTS = int(os.environ.get("SCI_INGEST_SCAN_WARN", "100000"))
@@ -246,8 +246,8 @@ def unsafe_index(coll, filter_: dict, sort, paths: list[str]) -> str | None:
 _DESCRIBED: dict[int, object] = {}
 
 
-def _server(db):
-    """The server behind ``db`` (described once per client)."""
+def server_of(db):
+    """The server behind ``db`` (:func:`ingest.store.mongo.describe`, asked once per client)."""
     key = id(db.client)
     if key not in _DESCRIBED:
         _DESCRIBED[key] = describe(db.client)
@@ -274,7 +274,7 @@ def exact_indexes(db, collection: str, indexes) -> tuple[list[tuple], list[tuple
     [(declared, built instead or None)] for every index cut or left out).
     """
     declared = [tuple(tuple(k) for k in keys) for keys in indexes]
-    if numeric_keys_exact(db, _server(db)):
+    if numeric_keys_exact(db, server_of(db)):
         return declared, []
     floats = _float_paths(collection)
     build: list[tuple] = []
