@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from ingest.errors import ServerError, UnsupportedFeature
 from ingest.store.mongo import connect, describe, ensure_hashed_indexes, ensure_indexes, ping, redact
 from ingest.sharding.collections import shard
+from ingest.server import embedded
 from ingest.server.embedded import EmbeddedServer, running_server, start_background, stop_background
 
 
@@ -56,6 +59,26 @@ def test_server_failure_is_reported_with_log(tmp_path):
     blocker.write_text("a file where the data directory should be")
     with pytest.raises(ServerError, match="data directory"):
         EmbeddedServer(blocker).start(timeout=20)
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tmp_path, monkeypatch):
+    """free_port's port is free when picked; another process can bind it before the server does
+    (a CI run: "Address already in use").  The start picks another; a port it was given it
+    does not change, and says the address is in use."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    picks = iter([port])
+    real = embedded.free_port
+    monkeypatch.setattr(embedded, "free_port", lambda host="127.0.0.1": next(picks, None) or real(host))
+    try:
+        with EmbeddedServer(tmp_path / "db") as server:
+            assert server.port != port and ping(server.uri) is not None
+        with pytest.raises(ServerError, match="address is in use"):
+            EmbeddedServer(tmp_path / "db2", port=port).start(timeout=20)
+    finally:
+        taken.close()
 
 
 def test_background_server_is_found_and_stopped(tmp_path):

@@ -54,6 +54,16 @@ def find_executable() -> str:
     return found
 
 
+#: Ports a server start tries when the port it picked is taken before the server binds it.
+PORT_ATTEMPTS = 3
+#: What the server's log says when its port is taken (Python's ``OSError: [Errno 98]``).
+_ADDRESS_IN_USE = "Address already in use"
+
+
+class _PortTaken(Exception):
+    """The server exited because another process took its port first."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -119,9 +129,23 @@ class EmbeddedServer:
         except OSError as exc:
             raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
         refuse_if_held(self.data_dir)
-        if self.port is None:
-            self.port = free_port(self.host)
+        chosen = self.port is None  # a port picked here, free when picked: another process can take it first
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if chosen:
+                self.port = free_port(self.host)
+            try:
+                return self._launch(timeout, detach)
+            except _PortTaken:
+                if not chosen or attempt == PORT_ATTEMPTS:
+                    raise ServerError(f"{EXECUTABLE} could not listen on {self.host}:{self.port}: the address "
+                                      f"is in use ({attempt} port(s) tried); last lines of {self.log_path}:\n"
+                                      f"{self.log_tail()}") from None
+
+    def _launch(self, timeout: float, detach: bool) -> str:
+        """Start the process on ``self.port`` and wait until it answers; :class:`_PortTaken` when
+        it exits because that port is in use."""
         log = open(self.log_path, "ab")
+        written = log.tell()
         try:
             self.process = subprocess.Popen(
                 self.command(),
@@ -146,6 +170,8 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
+                if _ADDRESS_IN_USE in self._log_since(written):
+                    raise _PortTaken()
                 raise ServerError(
                     f"{EXECUTABLE} exited with code {code} before answering; "
                     f"last lines of {self.log_path}:\n{self.log_tail()}"
@@ -155,6 +181,14 @@ class EmbeddedServer:
             time.sleep(0.1)
         self.stop()
         raise ServerError(f"{EXECUTABLE} did not answer hello within {timeout:.0f}s; see {self.log_path}")
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = 15) -> str:
         try:
