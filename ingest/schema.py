@@ -162,8 +162,8 @@ def coerce(value: Any, kind: str) -> Any:
             return None
         if isinstance(value, int):
             return value
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer() and -(2**63) <= value < 2**63:
+            return int(value)  # an integral double an int64 holds (2**63 does not)
         return None
     if kind == "string":
         if isinstance(value, str):

@@ -103,3 +103,10 @@ def test_the_hsp_columns_of_a_real_hit_and_of_odd_shapes():
     assert got["second"] == [None, None, 1.0, None, None]
     assert got["last"] == [827.0, None, 1.0, None, None]
     assert got["search_id"] == ["s:1", "s:2", None, None, None]
+
+
+def test_an_integral_double_is_an_int64_only_where_an_int64_holds_it():
+    assert coerce(2.0**62, "int64") == 2**62 and coerce(-(2.0**63), "int64") == -(2**63)
+    assert coerce(2.0**63, "int64") is None and coerce(1e300, "int64") is None  # not storable: missing
+    frame = Schema((("n", "n", "int64"),)).frame(Schema((("n", "n", "int64"),)).read([{"n": 2.0**63}, {"n": 3.0}]))
+    assert frame["n"].isna().tolist() == [True, False] and frame["n"].iloc[1] == 3
