@@ -24,13 +24,14 @@ meaning and unit as field metadata) and what ``sci-ingest query OUTPUT
 --fields-list``, the manual (docs/) and the HTML report say of each column all derive
 from it.
 
-Why not pymongoarrow itself: 1.15 works against SecantusDB for well-typed
+Why not pymongoarrow alone: 1.15 works against SecantusDB for well-typed
 documents, but (a) it aborts a whole batch on a single value of an unexpected
 BSON type, which the evolving Materials Project schema makes likely; (b) it
-silently truncates doubles stored in an ``int64`` column (2.5 -> 2); (c) it
-warns of a binary-size mismatch with pyarrow 25 at import; and (d) it brought no
-speed-up here, since reads are bound by the server.  :func:`coerce` applies one
-documented rule per kind instead.
+silently truncates doubles stored in an ``int64`` column (2.5 -> 2); and (c) it
+warns of a binary-size mismatch with pyarrow 25 at import.  :func:`coerce` applies one
+documented rule per kind.  A streamed chunk whose raw bytes hold no value of another
+type under a declared name is read by pymongoarrow all the same, to the frame these
+rules give it (:func:`analytics.reading.streaming.chunk_frame`).
 """
 
 from __future__ import annotations
@@ -275,12 +276,17 @@ class Schema:
 
     def frame(self, values: dict[str, list] | None = None):
         """A pandas frame with the declared dtypes (empty when ``values`` is None)."""
-        import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
         import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads ingest.schema; pyarrow costs 0.22 s
 
         values = values or {}
         arrays = [pa.array(values.get(c.name, []), type=_arrow_type(c.kind)) for c in self.columns]
-        table = pa.Table.from_arrays(arrays, names=self.names)
+        return self.frame_of(pa.Table.from_arrays(arrays, names=self.names))
+
+    def frame_of(self, table):
+        """The pandas frame of an Arrow table with one column per declared column, of its Arrow type."""
+        import pandas as pd  # noqa: PLC0415 - lazy: --help reads ingest.schema; pandas costs 0.3 s
+        import pyarrow as pa  # noqa: PLC0415 - lazy: --help reads ingest.schema; pyarrow costs 0.22 s
+
         # Lists stay Arrow-backed: an object column of arrays would be turned into
         # strings by Dask's ``dataframe.convert-string`` option.
         list_type = pa.list_(pa.string())

@@ -12,7 +12,8 @@ from bson.errors import InvalidBSON
 
 from analytics.analyses import best_hits as bh
 from analytics.reading.partitions import plan_partitions, read_partition
-from analytics.reading.planning import plan_reads, plan_stages, probe, read_mode
+from analytics.reading.planning import (WHOLE_DOCUMENT_BYTES, plan_reads, plan_stages, probe, read_mode,
+                                        whole_documents)
 from analytics.reading.streaming import StreamSpec, _starts, chunk_frame, read_chunks
 from analytics.validation import validate
 from analytics.validation.stream import Accumulator, UNIQUE_TYPES
@@ -51,6 +52,32 @@ def test_the_embedded_server_gets_one_stream_and_says_why(db, mongo_uri):
     unsorted = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g", sort_groups=False)
     assert (unsorted.stream.group_path, unsorted.stream.sorted) == ("g", False)
     assert "cut where g changes" in unsorted.stream.describe()
+
+
+def test_a_secantusdb_stream_of_small_documents_asks_for_them_whole(db, mongo_uri):
+    """SecantusDB projects in Python (a quarter of a hits read's server time): documents the
+    ledger says are small are read whole, large ones and unknown ones through the projection."""
+    db.t.insert_many(_docs({"a": 5, "b": 5}))
+    db.t.create_index([("g", 1)])
+    spec = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g")
+    assert spec.stream.whole_documents is False  # no file on record wrote into t
+    assert "no loaded file on record" in spec.describe()["documents"]
+    db.ingest_files.insert_many([
+        {"_id": "/in/a.m10", "status": "loaded", "size": 11_000, "records": {"searches": 1, "t": 9}},
+        {"_id": "/in/b.m10", "status": "loaded", "size": 3_000, "records": {"t": 1}},
+        {"_id": "/in/c.json", "status": "failed", "size": 10**9, "records": {"t": 1}},  # not loaded: not counted
+        {"_id": "/in/d.json", "status": "loaded", "size": 10**9, "records": {"other": 1}},  # another collection
+    ])
+    whole, why = whole_documents(db, "t")
+    assert whole and "1,273 bytes of input per document" in why  # 14,000 bytes over 11 documents
+    plan = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g")
+    assert plan.stream.whole_documents and plan.describe()["documents"].startswith("whole documents")
+    assert "whole documents" in plan.stream.describe()
+    frames = [chunk_frame(plan.stream.columns, raw) for _, raw in read_chunks(plan.stream)]
+    assert sorted(x for f in frames for x in f["x"]) == sorted([i / 2 for i in range(5)] * 2)
+    db.ingest_files.update_one({"_id": "/in/b.m10"}, {"$set": {"size": 30_000}})  # now 3,727 a document
+    whole, why = whole_documents(db, "t")
+    assert not whole and f"over {WHOLE_DOCUMENT_BYTES:,}" in why
 
 
 def test_plan_stages_reads_nested_and_sharded_explains():

@@ -43,6 +43,8 @@ from bson import MaxKey, MinKey
 
 from ingest.schema import Column, Schema
 from ingest.errors import ConfigError
+from ingest.query.plan import server_of
+from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from analytics.reading.chunks import chunk_table, plan_chunk_partitions
 from analytics.reading.partitions import plan_partitions, range_filter
@@ -50,7 +52,8 @@ from analytics.reading.streaming import DEFAULT_CHUNK_ROWS  # documents per stre
 from analytics.reading.streaming import StreamSpec
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
-           "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION"]
+           "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION", "whole_documents",
+           "WHOLE_DOCUMENT_BYTES"]
 
 READ_MODES = ("auto", "ranges", "stream")
 #: Default partitioning: 2 partitions per Dask thread so every worker has work,
@@ -62,6 +65,10 @@ MAX_ROWS_PER_PARTITION = 200_000
 
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
+
+#: A stream from SecantusDB asks for whole documents, not a projection, when the files loaded into
+#: the source average at most this many bytes of input per document (see :func:`whole_documents`).
+WHOLE_DOCUMENT_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -90,11 +97,14 @@ class ReadPlan:
     documents: int | None = None  # the server's estimate, when it was asked (ranges only)
     split_groups: int | None = None  # groups an unsorted stream split between chunks, re-read whole
     key: str | None = None  # the field the ranges are cut on, when it is not the one asked for (chunks)
+    documents_read: str | None = None  # stream: whole documents or projected, and why
 
     def describe(self) -> dict:
         parts = len(self.specs) if self.mode == "ranges" else None
         described = {"mode": self.mode, "reason": self.reason, "partitions": parts,
                      "planning_s": round(self.seconds, 4)}
+        if self.documents_read:
+            described["documents"] = self.documents_read
         if self.stream is not None and self.stream.group_path:
             described["groups"] = "sorted" if self.stream.sorted else "mended"
             described["split_groups"] = self.split_groups
@@ -147,6 +157,33 @@ def probe(db, collection: str, key: str, query: dict | None = None) -> Capabilit
     evidence = (f"explain: a {key} range{' with the filter' if query else ''} is {find_plan}"
                 f"{' (multikey index)' if flags.get('multikey') else ''}, $sample is {sample_plan}")
     return Capabilities(seeks=seeks, samples=samples, multikey=bool(flags.get("multikey")), evidence=evidence)
+
+
+def whole_documents(db, collection: str) -> tuple[bool, str]:
+    """Whether a stream of ``collection`` should ask for whole documents, and why.
+
+    SecantusDB applies a projection in Python, document by document: on the benchmark's
+    search hits (about 1.2 kB a document) it is a fifth to a quarter of the read's server
+    time, while sending the whole document costs bytes, which its encoder and the client's
+    screen (:meth:`ingest.query.arrow.Converter.clean`) handle at C speed.  Small documents
+    are read whole there; large ones (a Materials Project task is tens of kB) through the
+    projection.  The size is known without reading the collection (SecantusDB answers
+    ``collStats``, ``$sample`` and even ``find_one`` with a collection scan) from the load
+    ledger: bytes of input file per document written, a close estimate for text inputs
+    (``ssearch36 -m 10``: 1.17 kB of file per document, 1.23 kB of BSON) and a low one for
+    gzip-compressed inputs.  Documents loaded some other way (no ledger entry) are projected.
+    MongoDB projects in C++ and is always sent the projection.
+    """
+    server = server_of(db)
+    if server.kind != "SecantusDB":
+        return False, f"projected ({server.kind} projects on the server)"
+    per_doc = Ledger(db).input_bytes_per_document(collection)
+    if per_doc is None:
+        return False, "projected (no loaded file on record wrote into it)"
+    if per_doc > WHOLE_DOCUMENT_BYTES:
+        return False, f"projected ({per_doc:,.0f} bytes of input per document, over {WHOLE_DOCUMENT_BYTES:,})"
+    return True, (f"whole documents (SecantusDB projects in Python; {per_doc:,.0f} bytes of input per document, "
+                  f"at most {WHOLE_DOCUMENT_BYTES:,})")
 
 
 def read_mode(mode: str | None = None) -> str:
@@ -219,8 +256,11 @@ def plan_reads(
         group_path = None
         if group_key is not None:
             group_path = next(c.path for c in schema.columns if c.name == group_key)
+        with db_errors(f"reading the ledger of {db_name}", uri=uri):
+            whole, plan.documents_read = whole_documents(db, collection)
         plan.stream = StreamSpec(uri=uri, db_name=db_name, collection=collection, query=query or None,
                                  columns=schema.columns, group_key=group_key, group_path=group_path,
-                                 sorted=bool(group_path and sort_groups), chunk_rows=chunk_rows)
+                                 sorted=bool(group_path and sort_groups), chunk_rows=chunk_rows,
+                                 whole_documents=whole)
     plan.seconds = time.perf_counter() - started
     return plan

@@ -216,14 +216,34 @@ class Converter:
         self._getters = [self._getter(f) for f in self.fields]
 
     # -- the fast way
-    def suspicious(self, batch: bytes) -> bool:
-        """Whether the screen finds an element the fast way would read quietly wrong (or a NaN)."""
-        if self.floats and (b"\x00\x00\x00\x00\x00\x00\xf8\x7f" in batch
-                            or b"\x00\x00\x00\x00\x00\x00\xf8\xff" in batch):
+    def suspicious(self, batch: bytes, nans: bool = True) -> bool:
+        """Whether the screen finds an element the fast way would read quietly wrong (or, with
+        ``nans``, a NaN: the exact way counts them)."""
+        if nans and self.floats and (b"\x00\x00\x00\x00\x00\x00\xf8\x7f" in batch
+                                     or b"\x00\x00\x00\x00\x00\x00\xf8\xff" in batch):
             return True  # a NaN (canonical bits, as Python and JSON parsers write it) is counted the exact way
         if self.pattern is None:
             return False
         return bool(pc.match_substring_regex(pa.array([batch], pa.binary()), self.pattern)[0].as_py())
+
+    def clean(self, batch: bytes):
+        """The batch's table the fast way when it holds nothing of another type, else None.
+
+        For a reader that takes a NaN as a missing value (a pandas ``float64`` column cannot
+        tell them apart), so NaNs are not screened; a batch with a null inside a list of
+        strings, a string that is not UTF-8, or any type pymongoarrow refuses answers None:
+        the caller reads it its exact way."""
+        if self.suspicious(batch, nans=False):
+            return None
+        try:
+            table = self.fast(batch)
+            table.validate(full=True)  # strings are UTF-8
+        except (TypeError, ValueError, OverflowError, pa.ArrowException):
+            return None
+        for f, column in zip(self.fields, table.columns):
+            if f.kind == "list<string>" and pc.list_flatten(column).null_count:
+                return None
+        return table
 
     def fast(self, batch: bytes):
         """The batch through pymongoarrow, flattened; raises TypeError/ValueError/OverflowError on a stray type."""

@@ -160,6 +160,17 @@ class Ledger:
         return self.retry("reading the ledger", self.coll.count_documents, {
             "status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}, f"records.{source}": {"$gt": 0}})
 
+    def input_bytes_per_document(self, collection: str, sample: int = 200) -> float | None:
+        """Bytes of input file per document written, over up to ``sample`` loaded files that wrote
+        into ``collection`` (all their documents counted); None when no such file is on record."""
+        entries = self.retry("reading the ledger", lambda: list(self.coll.find(
+            {"status": "loaded", f"records.{collection}": {"$gt": 0}, "size": {"$gt": 0}},
+            {"size": 1, "records": 1, "_id": 0}).limit(sample)))
+        documents = sum(n for e in entries for n in (e.get("records") or {}).values()
+                        if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+        size = sum(e["size"] for e in entries if isinstance(e.get("size"), (int, float)))
+        return size / documents if documents else None
+
     def loaded_contents(self) -> list[str]:
         """The contents (sha256) whose documents are in the database now."""
         return self.retry("reading the ledger", lambda: [d["sha256"] for d in self.coll.find(
