@@ -67,6 +67,7 @@ def test_a_secantusdb_stream_of_small_documents_asks_for_them_whole(db, mongo_ur
         {"_id": "/in/b.m10", "status": "loaded", "size": 3_000, "records": {"t": 1}},
         {"_id": "/in/c.json", "status": "failed", "size": 10**9, "records": {"t": 1}},  # not loaded: not counted
         {"_id": "/in/d.json", "status": "loaded", "size": 10**9, "records": {"other": 1}},  # another collection
+        {"_id": "/in/e.json", "status": "loaded", "size": 10**9, "records": [{"t": 5}]},  # not a ledger's shape
     ])
     whole, why = whole_documents(db, "t")
     assert whole and "1,273 bytes of input per document" in why  # 14,000 bytes over 11 documents

@@ -166,9 +166,11 @@ class Ledger:
         entries = self.retry("reading the ledger", lambda: list(self.coll.find(
             {"status": "loaded", f"records.{collection}": {"$gt": 0}, "size": {"$gt": 0}},
             {"size": 1, "records": 1, "_id": 0}).limit(sample)))
-        documents = sum(n for e in entries for n in (e.get("records") or {}).values()
+        entries = [e for e in entries if isinstance(e.get("records"), dict)
+                   and isinstance(e.get("size"), (int, float)) and not isinstance(e.get("size"), bool)]
+        documents = sum(n for e in entries for n in e["records"].values()
                         if isinstance(n, int) and not isinstance(n, bool) and n > 0)
-        size = sum(e["size"] for e in entries if isinstance(e.get("size"), (int, float)))
+        size = sum(e["size"] for e in entries)
         return size / documents if documents else None
 
     def loaded_contents(self) -> list[str]:
