@@ -1,36 +1,38 @@
-"""Incremental analysis: bring an analysis up to date with the files loaded since it last ran.
+"""Follow the changes: bring an analysis up to date with what was loaded since it last read.
 
-Which analyses can: those whose output has one row per group (``output_id ==
-group_key``, the default combine) and whose group keys start with a prefix made from
-the input file's content, declared as ``Analysis.file_prefix`` (a search's id is
-``<sha256[:20]>:<query>``, so ``best_hits`` declares :func:`ingest.documents.search_id_prefix`).
-The groups of a file then depend on that file alone, and an update is:
+What changed is told by the ledger (:mod:`ingest.store.ledger`): every final write of an entry
+(a file loaded, failed, replaced, rolled back, its old content's documents deleted) stamps it with
+the server's clock (``changed_at``), and keeps the contents the path stood for before
+(``previous``).  Each analysis keeps one document in ``analysis_state``: ``since``, the server's
+clock when its published output last read its sources, and ``seen``, the entries (path, content)
+stamped within :data:`MARGIN` before that and already visible then.  So, per run:
 
-1. **what changed** -- the ledger (``ingest_files``) keeps, per entry and analysis, the
-   content the analysis's published output covers (``analysed.<name>``).  Entries whose
-   ``sha256`` differs, of files that wrote into the analysis's source collection, are
-   pending: new files, and files whose content was replaced (their
-   old content's groups must go: they are recomputed too, which finds nothing if the old
-   documents are gone, or finds them again if another path still has that content);
-2. **read and compute** only the groups of those contents: the declared filter AND a key
-   range per content on the group key's path (an index seek), through the same runner;
-3. **publish** the new rows by ``_id`` (replace, upsert), then delete the rows of those
-   groups that this run did not write (a group that vanished), in one transaction where the
-   server has them (a replica set, SecantusDB, mongos): a reader sees the old rows or the
-   new ones.  The
-   Parquet file is rewritten whole (the old rows outside the changed groups, the new rows,
-   sorted by id) under a temporary name and renamed over the old one;
-4. **record** what was seen: each pending entry is marked only if the path still has the
-   content that was read (a file replaced meanwhile stays pending).
+1. **what changed** -- the entries stamped since ``since - MARGIN`` (an index seek: in proportion
+   to what changed, not to the ledger), less those ``seen`` with the same content, that touch the
+   analysis's sources (they wrote into one, or they replaced a content that may have).  The
+   entries not stamped yet (a batch's, between its insert and its stamp) count as changed.  The
+   margin covers a write stamped just before ``since`` but visible only after the run's first read;
+2. **nothing changed** -- the run is skipped (scope ``none``) and its state moved on;
+3. **an analysis that cannot be split** (no ``file_prefix``) is recomputed whole, and says why;
+4. **an incremental one** (one output row per group, group keys prefixed by the input file's
+   content, declared as ``Analysis.file_prefix``: ``best_hits``) reads only the groups of the
+   changed contents and of the contents they replaced: one key range per content, each its own
+   index seek (:func:`scoped_queries`: SecantusDB answers an ``$or`` of ranges with a collection
+   scan, even of one range), through the same runner; then publishes the new rows by ``_id``
+   (replace, upsert) and deletes the rows of those groups that this run did not write (a group that
+   vanished), in one transaction where the server has them (a replica set, SecantusDB, mongos): a
+   reader sees the old rows or the new ones.  The Parquet file is rewritten whole (the old rows
+   outside the changed groups, the new rows, sorted by id) under a temporary name and renamed over
+   the old one;
+5. **record** -- once published, the state is replaced (:func:`record_scope`).
 
-A failure before step 4 leaves the entries pending: the retry recomputes the same groups
-(the writes are idempotent).  Otherwise the whole collection is read, and the scope says
-why: the analysis has no incremental form, it was never published here (or its Parquet
-file is missing or of another layout), or more than :data:`WHOLE_ABOVE` of the loaded
-files changed (one pass over the collection is then cheaper), or more than
-:data:`MAX_CHANGED` files (the key ranges would make a filter too large).  Whole-collection
-runs of incremental analyses record what they saw too: the contents loaded when they
-started.
+A failure before step 5 leaves the state as it was: the retry recomputes the same groups (the
+writes are idempotent).  The whole collection is read instead when the output was never
+published here (or its Parquet file is missing or of another layout), when the analysis has no
+state yet, when more than :data:`WHOLE_ABOVE` of the loaded files changed (one pass over the
+collection is then cheaper), or more than :data:`MAX_CHANGED` files (one seek each).  Writes made
+to the collections by anything but ``sci-ingest load`` are not in the ledger: ``--full`` reads
+everything again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from pymongo import ReplaceOne
@@ -47,20 +50,31 @@ from pymongo import ReplaceOne
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.query.plan import ensure_exact_indexes, server_of
+from ingest.store.catalog import ANALYSIS_STATE
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from analytics.registry import output_table
 
-__all__ = ["Scope", "plan_scope", "scoped_filter", "publish_changes", "record_scope", "WHOLE_ABOVE", "MAX_CHANGED"]
+__all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_scope", "WHOLE_ABOVE",
+           "MAX_CHANGED", "COUNT_ABOVE", "MARGIN"]
 
 #: Above this share of the loaded files changed, the whole collection is read.
 WHOLE_ABOVE = 0.5
 #: Above this many changed files, the whole collection is read (one key range per file).
 MAX_CHANGED = 5000
+#: Up to this many changed files are read by their key ranges without asking how many are loaded (a
+#: count of the ledger, which SecantusDB answers by a scan): a hundred seeks cost less than that.
+COUNT_ABOVE = 100
 #: Up to this many changed rows are published in one transaction (MongoDB bounds a transaction's
 #: time and cache): readers see the old rows or the new ones.  More, or a standalone server
 #: (no transactions), are written in batches, and the run says so.
 MAX_ATOMIC_ROWS = 100_000
+#: Entries stamped this long before an analysis's read are looked at again by its next run (unless
+#: it saw them with the same content): a stamp is the server's clock when the write was applied,
+#: which a reader may see a moment later; and a clock stepped back by less than this harms nothing.
+MARGIN = timedelta(seconds=10)
+#: At most this many entries of the margin are remembered as seen (more: they are looked at again).
+SEEN_MAX = 20_000
 
 log = logging.getLogger(__name__)
 
@@ -74,20 +88,30 @@ class Scope:
     reason: str
     #: changed: the group-key prefixes to recompute (new contents and replaced ones).
     prefixes: tuple[str, ...] = ()
-    #: changed: the (path, sha256) entries to mark as seen once published.
-    entries: list[tuple[str, str]] = field(default_factory=list)
-    #: whole: the contents loaded when the run started, marked as seen once published.
-    contents: list[str] | None = None
+    #: changed: how many files changed.
+    files: int = 0
+    #: the analysis's state once this run is published (:func:`record_scope`); None: not known.
+    state: dict | None = None
 
     def describe(self) -> dict:
         out = {"mode": self.mode, "reason": self.reason}
         if self.mode == "changed":
-            out["files"] = len(self.entries)
+            out["files"] = self.files
         return out
 
 
-def _ledger(uri: str, db_name: str):
-    return Ledger(shared_client(uri)[db_name])
+def _state(ledger: Ledger, now, entries: list[dict]) -> dict:
+    """What a run that starts reading at ``now`` has seen of the entries stamped within the margin."""
+    recent = [e for e in entries if e.get("changed_at") is None or e["changed_at"] >= now - MARGIN]
+    seen = [[e["_id"], e.get("sha256")] for e in recent] if len(recent) <= SEEN_MAX else None
+    return {"since": now, "seen": seen}
+
+
+def _touches(entry: dict, sources: set[str]) -> bool:
+    """Whether the entry's file wrote into one of ``sources``, or replaced a content (whose
+    documents may have been there)."""
+    records = entry.get("records") if isinstance(entry.get("records"), dict) else {}
+    return any(isinstance(records.get(s), int) and records[s] > 0 for s in sources) or bool(entry.get("previous"))
 
 
 def _parquet_layout_ok(path: Path, analysis) -> bool:
@@ -102,55 +126,66 @@ def _parquet_layout_ok(path: Path, analysis) -> bool:
     return found.equals(analysis.arrow_schema, check_metadata=False)
 
 
-def _whole(analysis, uri: str, db_name: str, reason: str) -> Scope:
-    contents = None
-    if analysis.file_prefix is not None:
-        with db_errors(f"reading the ledger of {db_name}", uri=uri):
-            contents = _ledger(uri, db_name).loaded_contents()
-    return Scope("whole", reason, contents=contents)
-
-
 def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: bool) -> Scope:
-    """How this run of ``analysis`` reads its source (see the module docstring)."""
-    if not incremental:
-        return _whole(analysis, uri, db_name, "whole collection (asked for)")
-    if analysis.file_prefix is None:
-        return Scope("whole", f"whole collection: {analysis.name} aggregates over all of {analysis.source} "
-                              "(it has no incremental form)")  # fmt: skip
+    """How this run of ``analysis`` reads its sources (see the module docstring)."""
+    db = shared_client(uri)[db_name]
+    ledger = Ledger(db)
     with db_errors(f"reading the ledger of {db_name}", uri=uri):
-        exists = bool(shared_client(uri)[db_name].list_collection_names(filter={"name": analysis.output}))
-        ledger = _ledger(uri, db_name)
-        pending = ledger.analysis_pending(analysis.name, analysis.source, MAX_CHANGED + 1)
-        loaded = ledger.count_loaded(analysis.source) if pending else 0
+        now = ledger.server_now()  # first: whatever is visible from here on is read
+        state = db[ANALYSIS_STATE].find_one({"_id": analysis.name}) if incremental else None
+        since = state.get("since") if state else None
+        entries = ledger.changed_since(since - MARGIN if since is not None else now - MARGIN)
+        unstamped = [e["_id"] for e in entries if e.get("changed_at") is None and not e.get("owner")
+                     and e.get("status") in ("loaded", "failed")]
+        if unstamped:  # a ledger from before stamps (or a batch's stamp lost): stamped now, seen by this run
+            ledger.stamp(unstamped)
+        exists = incremental and bool(db.list_collection_names(filter={"name": analysis.output}))
+    after = _state(ledger, now, entries)
+
+    def whole(reason: str) -> Scope:
+        return Scope("whole", reason, state=after)
+
+    if not incremental:
+        return whole("whole collection (asked for)")
     parquet = Path(out_dir) / analysis.parquet_name
     if not exists:
-        return _whole(analysis, uri, db_name, f"whole collection: {analysis.output} was never published here")
+        return whole(f"whole collection: {analysis.output} was never published here")
     if not parquet.is_file() or not _parquet_layout_ok(parquet, analysis):
-        return _whole(analysis, uri, db_name, f"whole collection: {parquet} is missing or of another layout")
+        return whole(f"whole collection: {parquet} is missing or of another layout")
+    if since is None:
+        return whole(f"whole collection: no record of what {analysis.name}'s output covers (its first run "
+                     "that follows changes)")
+    seen = {(path, sha) for path, sha in state.get("seen") or ()}
+    sources = {c for c in (analysis.source, analysis.join and analysis.join.source) if c}
+    pending = [e for e in entries if (e["_id"], e.get("sha256")) not in seen and _touches(e, sources)]
     if not pending:
-        return Scope("none", f"nothing loaded since {analysis.name} last ran: its output is current")
+        return Scope("none", f"nothing loaded into {', '.join(sorted(sources))} since {analysis.name} last ran: "
+                             "its output is current", state=after)  # fmt: skip
+    files = f"{len(pending)} file(s) changed {', '.join(sorted(sources))} since {analysis.name} last ran"
+    if analysis.file_prefix is None:
+        return whole(f"whole collection: {files}, and it aggregates over all of them (no incremental form)")
     if len(pending) > MAX_CHANGED:
-        return _whole(analysis, uri, db_name, f"whole collection: more than {MAX_CHANGED} files changed")
-    if len(pending) > WHOLE_ABOVE * loaded:
-        return _whole(analysis, uri, db_name, f"whole collection: {len(pending)} of {loaded} loaded files changed "
-                                              f"(over {WHOLE_ABOVE:.0%}: one pass is cheaper)")  # fmt: skip
-    contents = {e["sha256"] for e in pending}
-    replaced = {e.get("analysed", {}).get(analysis.name) for e in pending} - {None} - contents
+        return whole(f"whole collection: {files}, more than {MAX_CHANGED}")
+    if len(pending) > COUNT_ABOVE:  # a count of the ledger (a scan) only where a whole pass can pay
+        with db_errors(f"reading the ledger of {db_name}", uri=uri):
+            loaded = ledger.count_loaded(analysis.source)
+        if len(pending) > WHOLE_ABOVE * loaded:
+            return whole(f"whole collection: {len(pending)} of {loaded} loaded files changed (over "
+                         f"{WHOLE_ABOVE:.0%}: one pass is cheaper)")
+    contents = {e["sha256"] for e in pending if e.get("sha256")}
+    replaced = {sha for e in pending for sha in e.get("previous") or () if isinstance(sha, str)} - contents
     prefixes = tuple(sorted({analysis.file_prefix(sha) for sha in contents | replaced}))
-    entries = [(e["_id"], e["sha256"]) for e in pending]
-    what = f"only the groups of the {len(entries)} file(s) loaded since {analysis.name} last ran"
+    what = f"only the groups of the {files}"
     if replaced:
-        what += f" ({len(replaced)} replaced: their old groups are recomputed or removed)"
-    return Scope("changed", what, prefixes=prefixes, entries=entries)
+        what += f" ({len(replaced)} replaced: the groups of their old contents are recomputed or removed)"
+    return Scope("changed", what, prefixes=prefixes, files=len(pending), state=after)
 
 
-def scoped_filter(analysis, scope: Scope) -> dict | None:
-    """The source filter of this run: the declared one, and the changed groups' key ranges."""
-    if scope.mode != "changed":
-        return analysis.filter or None
+def scoped_queries(analysis, scope: Scope) -> tuple[dict, ...]:
+    """The changed groups' queries: the declared filter and one key range each (each an index seek)."""
     path = next(c.path for c in analysis.columns if c.name == analysis.group_key)
-    ranges = {"$or": [{path: prefix_range(p)} for p in scope.prefixes]}
-    return {"$and": [analysis.filter, ranges]} if analysis.filter else ranges
+    ranges = [{path: prefix_range(p)} for p in scope.prefixes]
+    return tuple({"$and": [analysis.filter, r]} if analysis.filter else r for r in ranges)
 
 
 def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_dir: Path, scope: Scope,
@@ -220,14 +255,12 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
 
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
-    """Mark in the ledger what the published output of ``analysis`` now covers."""
-    if analysis.file_prefix is None:
+    """Record what the published output of ``analysis`` now covers (its state, for the next run)."""
+    if scope.state is None:
         return
-    with db_errors(f"marking the ledger of {db_name}", uri=uri):
-        if scope.mode == "changed":
-            _ledger(uri, db_name).mark_analysed(analysis.name, scope.entries)
-        elif scope.mode == "whole" and scope.contents:
-            _ledger(uri, db_name).mark_contents_analysed(analysis.name, scope.contents)
+    with db_errors(f"recording the state of {analysis.name} in {db_name}", uri=uri):
+        shared_client(uri)[db_name][ANALYSIS_STATE].replace_one(
+            {"_id": analysis.name}, {"_id": analysis.name, **scope.state, "mode": scope.mode}, upsert=True)
 
 
 def _json(value) -> bytes:

@@ -58,7 +58,7 @@ from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
 from ingest.store.mongo import db_errors, shared_client
-from analytics.increment import plan_scope, publish_changes, record_scope, scoped_filter
+from analytics.increment import plan_scope, publish_changes, record_scope, scoped_queries
 from analytics.reading.partitions import range_filter, read_collection, read_partition
 from analytics.reading.planning import default_partitions, plan_reads
 from analytics.registry import Analysis, output_table, select_analyses
@@ -211,7 +211,8 @@ def _mend_groups(analysis: Analysis, client, stream, done: list, side: tuple = (
     partials = [partial[~partial[column].isin(split)] for partial in partials]
     for start in range(0, len(split), MEND_BATCH):
         batch = split[start:start + MEND_BATCH]
-        again = replace(stream, sorted=True, query=range_filter(stream.query, stream.group_path, {"$in": batch}))
+        again = replace(stream, sorted=True, queries=(),
+                        query=range_filter(stream.query, stream.group_path, {"$in": batch}))
         partials.extend(partial for _, partial, _ in stream_chunks(analysis, client, again, side))
     return partials, len(split)
 
@@ -222,10 +223,11 @@ def _column_path(analysis: Analysis, name: str) -> str:
 
 
 def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, key: str, mode: str | None,
-             query: dict | None):
+             queries: tuple[dict, ...] = ()):
     """(partial results, records read, partitions, read plan, how the side input was read or None)
-    of ``analysis`` over its source (the documents ``query`` selects: the declared filter, narrowed
-    by an incremental scope)."""
+    of ``analysis`` over its source: the documents its declared filter selects, or, for the groups
+    of changed files, those of ``queries`` read one after the other in one stream (each a key
+    range, an index seek)."""
     from dask import delayed  # noqa: PLC0415 - lazy: this module must import light (tests/test_analytics.py); dask costs 0.1 s
 
     side, joined = (), None
@@ -235,8 +237,12 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     if key != "_id":
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it
     plan = plan_reads(uri, db_name, analysis.source, columns=analysis.columns, key=key,
-                      query=query, group_key=analysis.group_key, partitions=n,
-                      threads=thread_count(client), mode=mode, sort_groups=not analysis.mends_groups)
+                      query=analysis.filter or None, group_key=analysis.group_key, partitions=n,
+                      threads=thread_count(client), mode="stream" if queries else mode,
+                      sort_groups=not analysis.mends_groups)
+    if queries:
+        plan.stream = replace(plan.stream, query=None, queries=queries)
+        plan.reason = f"the changed groups: {len(queries)} key range(s), one index seek each"
     log.info("analysis %s reads %s: %s", analysis.name, plan.mode, plan.reason)
     if plan.mode == "stream":
         stream = plan.stream
@@ -367,13 +373,15 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     scope = plan_scope(analysis, uri, db_name, out_dir, incremental)
     log.info("analysis %s scope: %s", analysis.name, scope.reason)
     if scope.mode == "none":
+        record_scope(uri, db_name, analysis, scope)
         return AnalysisResult(name=analysis.name, records_in=0, records_out=0, partitions=0,
                               collection=analysis.output, parquet_path=out_dir / analysis.parquet_name,
                               run_id=run_id, seconds=time.perf_counter() - started, scope=scope.describe())  # fmt: skip
     try:
         partials, records_in, n_parts, plan, joined = _compute(analysis, client, uri, db_name, partitions,
                                                                partition_key or analysis.partition_key, read_mode,
-                                                               scoped_filter(analysis, scope))  # fmt: skip
+                                                               scoped_queries(analysis, scope)
+                                                               if scope.mode == "changed" else ())  # fmt: skip
         frame, excluded = analysis.finish(partials, _map_units(client))
         summary = dict(analysis.summary(frame)) if analysis.summary is not None else {}
     except SciIngestError:

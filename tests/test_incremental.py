@@ -5,6 +5,8 @@ files replaced, nothing new, a missing Parquet file; the Airflow task says which
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 import uuid
 from pathlib import Path
@@ -65,8 +67,10 @@ def test_new_files_are_analysed_alone_and_the_output_matches_a_whole_run(place, 
     load([str(p) for p in PASTA[:3]])
     first = run(dclient)["best_hits"]
     assert first.scope["mode"] == "whole" and "never published" in first.scope["reason"]
-    marks = list(db["ingest_files"].find({"status": "loaded"}, {"sha256": 1, "analysed": 1}))
-    assert len(marks) == 3 and all(m["analysed"]["best_hits"] == m["sha256"] for m in marks)
+    loaded = {(e["_id"], e["sha256"]) for e in db["ingest_files"].find({"status": "loaded"}, {"sha256": 1})}
+    state = db["analysis_state"].find_one({"_id": "best_hits"})  # what the output covers: read just now
+    assert len(loaded) == 3 and {tuple(s) for s in state["seen"]} == loaded and state["mode"] == "whole"
+    assert all(e["changed_at"] <= state["since"] for e in db["ingest_files"].find({}, {"changed_at": 1}))
 
     load([str(p) for p in PASTA[3:5]])
     new_shas = {d["sha256"] for d in db["ingest_files"].find({"_id": {"$in": [str(p.resolve()) for p in PASTA[3:5]]}})}
@@ -130,8 +134,9 @@ def test_a_replaced_file_drops_its_old_searches(place, dclient, tmp_path):
     _same_as_whole(db, out, run, dclient)
 
 
-def test_whole_collection_when_the_parquet_file_is_gone_or_most_files_changed(place, dclient):
+def test_whole_collection_when_the_parquet_file_is_gone_or_most_files_changed(place, dclient, monkeypatch):
     load, run, out, db = place
+    monkeypatch.setattr("analytics.increment.COUNT_ABOVE", 3)  # the share is asked from 4 changed files
     load([str(PASTA[0])])
     run(dclient)
     (out / "best_hits.parquet").unlink()
@@ -143,12 +148,23 @@ def test_whole_collection_when_the_parquet_file_is_gone_or_most_files_changed(pl
     assert most.scope["mode"] == "whole" and "4 of 6 loaded files changed" in most.scope["reason"], most.scope
 
 
-def test_an_aggregate_analysis_says_it_reads_its_whole_source(place, dclient):
+def test_an_aggregate_analysis_is_recomputed_whole_only_when_its_source_changed(place, dclient, tmp_path):
     load, run, out, db = place
-    load([str(REPO / "samples" / "materials" / "materials.jsonl.gz")])
+    materials = REPO / "samples" / "materials"
+    load([str(materials / "materials.jsonl.gz")])
+    first = run(dclient, names=("oxide_formation_energy",))["oxide_formation_energy"]
+    assert first.scope["mode"] == "whole" and "never published" in first.scope["reason"] and first.records_in > 0
+    load([str(PASTA[0])])  # nothing for materials
+    idle = run(dclient, names=("oxide_formation_energy",))["oxide_formation_energy"]
+    assert idle.scope["mode"] == "none" and idle.records_in == 0, idle.scope
+    more = tmp_path / "more.jsonl"  # five oxides more: copies under new ids
+    with gzip.open(materials / "materials.jsonl.gz", "rt") as fh:
+        oxides = [r for r in map(json.loads, fh) if "O" in r.get("elements", [])][:5]
+    more.write_text("".join(json.dumps({**r, "material_id": f"mp-99{i:05d}"}) + "\n" for i, r in enumerate(oxides)))
+    load([str(more)])
     result = run(dclient, names=("oxide_formation_energy",))["oxide_formation_energy"]
-    assert result.scope["mode"] == "whole" and "no incremental form" in result.scope["reason"]
-    assert result.records_in > 0
+    assert result.scope["mode"] == "whole" and "no incremental form" in result.scope["reason"], result.scope
+    assert result.records_in > first.records_in
 
 
 def test_file_prefix_needs_one_row_per_group():
@@ -177,10 +193,10 @@ def test_the_airflow_task_logs_which_it_read(tmp_path, monkeypatch, mongo_uri, m
         result = task_analyze("a2", mongo_uri=mongo_uri, incremental=True)
         scopes = {a["name"]: a["scope"] for a in result["analyses"]}
         assert scopes["best_hits"]["mode"] == "changed" and scopes["best_hits"]["files"] == 1
-        assert scopes["oxide_formation_energy"]["mode"] == "whole"
+        assert scopes["oxide_formation_energy"]["mode"] == "none"  # nothing for materials
         err = capfd.readouterr().err
-        assert "best_hits: only the groups of the 1 file(s) loaded since best_hits last ran" in err
-        assert "oxide_formation_energy: whole collection" in err
+        assert "best_hits: only the groups of the 1 file(s) changed hits since best_hits last ran" in err
+        assert "oxide_formation_energy: nothing loaded into materials since" in err
         row = mongo_client[name]["stage_timings"].find_one({"run_id": "a2", "stage": "analyze.best_hits"})
         assert row["detail"]["scope"]["mode"] == "changed"
     finally:

@@ -45,6 +45,9 @@ class StreamSpec:
     db_name: str
     collection: str
     query: dict | None = None
+    #: Several queries read one after the other as one stream (``query`` is then unused): key ranges
+    #: of distinct groups, each its own index seek.
+    queries: tuple[dict, ...] = ()
     columns: tuple[Column, ...] = field(default=())
     group_key: str | None = None  # the declared column whose equal values belong together
     group_path: str | None = None  # its document path: chunks are cut only where its value changes
@@ -57,7 +60,8 @@ class StreamSpec:
         if self.group_path:
             order = f", sorted on {self.group_path}" if self.sorted else f", cut where {self.group_path} changes"
         whole = ", whole documents" if self.whole_documents else ""
-        return f"{self.db_name}.{self.collection} as one stream{order}{whole}"
+        ranges = f" of {len(self.queries)} queries" if self.queries else ""
+        return f"{self.db_name}.{self.collection} as one stream{ranges}{order}{whole}"
 
 
 def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
@@ -76,36 +80,37 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
     count = 0
     last = b""  # the last document of ``pending``
     boundary: object = _UNSET  # the group key the current oversized chunk must not be cut in
-    with db_errors(f"reading {spec.describe()}", uri=spec.uri):
-        cursor = shared_client(spec.uri)[spec.db_name][spec.collection].find_raw_batches(
-            spec.query or {}, None if spec.whole_documents else schema.projection(), sort=sort,
-            batch_size=BATCH_SIZE)
-        try:
-            for batch in cursor:
-                starts = _starts(batch)
-                i, n = 0, len(starts) - 1
-                while i < n:
-                    room = spec.chunk_rows - count
-                    if room > 0:  # fill the chunk
-                        j = min(n, i + room)
-                    elif path is None:  # full, and the next document opens a new chunk
-                        j = i
-                    else:  # full: run on to the end of its last group
-                        if boundary is _UNSET:
-                            boundary = _raw_path(last, path)
-                        j = i
-                        while j < n and _raw_path(batch[starts[j]:starts[j + 1]], path) == boundary:
-                            j += 1
-                    if j > i:
-                        pending += batch[starts[i]:starts[j]]
-                        count += j - i
-                        last = batch[starts[j - 1]:starts[j]]
-                        i = j
-                    elif room <= 0:  # full, and document i opens a new chunk
-                        yield count, bytes(pending)
-                        pending, count, boundary = bytearray(), 0, _UNSET
-        finally:
-            cursor.close()
+    coll = shared_client(spec.uri)[spec.db_name][spec.collection]
+    for query in spec.queries or (spec.query or {},):
+        with db_errors(f"reading {spec.describe()}", uri=spec.uri):
+            cursor = coll.find_raw_batches(query, None if spec.whole_documents else schema.projection(),
+                                           sort=sort, batch_size=BATCH_SIZE)
+            try:
+                for batch in cursor:
+                    starts = _starts(batch)
+                    i, n = 0, len(starts) - 1
+                    while i < n:
+                        room = spec.chunk_rows - count
+                        if room > 0:  # fill the chunk
+                            j = min(n, i + room)
+                        elif path is None:  # full, and the next document opens a new chunk
+                            j = i
+                        else:  # full: run on to the end of its last group
+                            if boundary is _UNSET:
+                                boundary = _raw_path(last, path)
+                            j = i
+                            while j < n and _raw_path(batch[starts[j]:starts[j + 1]], path) == boundary:
+                                j += 1
+                        if j > i:
+                            pending += batch[starts[i]:starts[j]]
+                            count += j - i
+                            last = batch[starts[j - 1]:starts[j]]
+                            i = j
+                        elif room <= 0:  # full, and document i opens a new chunk
+                            yield count, bytes(pending)
+                            pending, count, boundary = bytearray(), 0, _UNSET
+            finally:
+                cursor.close()
     if count:
         yield count, bytes(pending)
 

@@ -256,6 +256,8 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
     for p in loadable + failed:
         p.outcome.ended = now
     gone = {entries[i]["_id"] for i in taken}  # another loader made these entries meanwhile:
+    # the server's clock on the new entries (what analyses follow; until then they count as changed)
+    ctx.ledger.stamp([e["_id"] for e in entries if e["_id"] not in gone])
     for p in loadable:  # undo ours, and load them per file
         if p.key in gone:
             _drop_content(ctx, p.key, p.version.sha256)

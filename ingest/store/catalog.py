@@ -20,6 +20,7 @@ collection                one document per
 ``ingest_versions``       version of a record held by one loaded content (``ingest.load.records``)
 ``ingest_batches``        batch of small files whose documents are journaled (``ingest.load.batch``)
 ``ingest_meta``           fact about the database's own layout (``ingest.load.records``)
+``analysis_state``        analysis or suite: when it last read its sources (``analytics.increment``)
 ========================  ==============================================================
 
 Indexes come in two kinds.  :data:`LOAD_INDEXES` are what the loader itself
@@ -34,11 +35,11 @@ and a small incremental load keeps them.
 from __future__ import annotations
 
 from ingest.store.curated import query_indexes
-from ingest.store.names import (BATCHES, CLAIMS, DATA_COLLECTIONS, HITS, LEDGER, MATERIALS, META, SEARCHES, TASKS,
+from ingest.store.names import (ANALYSIS_STATE, BATCHES, CLAIMS, DATA_COLLECTIONS, HITS, LEDGER, MATERIALS, META, SEARCHES, TASKS,
                                 TIMINGS, VALIDATION, VERSIONS)
 
 __all__ = [
-    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES", "META",
+    "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES", "META", "ANALYSIS_STATE",
     "DATA_COLLECTIONS", "LOAD_INDEXES", "QUERY_INDEXES", "INDEXES", "SHARD_KEYS",
 ]
 
@@ -53,7 +54,7 @@ LOAD_INDEXES: dict[str, list[Index]] = {
     MATERIALS: [[("_source.sha256", 1)]],
     TASKS: [[("_source.sha256", 1)]],
     VERSIONS: [[("_id.s", 1)], [("_id.k", 1)]],
-    LEDGER: [[("sha256", 1)], [("status", 1)], [("owner.id", 1)], [("drop", 1)]],
+    LEDGER: [[("sha256", 1)], [("status", 1)], [("owner.id", 1)], [("drop", 1)], [("changed_at", 1)]],
     TIMINGS: [[("run_id", 1), ("stage", 1)]],
     VALIDATION: [[("run_id", 1)]],
 }

@@ -17,7 +17,13 @@ Fields of an entry (``_id`` = the resolved path):
 * ``duplicate_of``: the path whose identical content is already loaded;
 * inserted, existing, updated, error, errors (a sample of every bad record:
   line and reason), warnings, seconds (parse / load / total), run_id, finished
-  (UTC).
+  (UTC);
+* ``changed_at``: the server's clock when the entry last reached a final state or had a
+  dropped content's documents deleted (``$currentDate``, in the same write; a batch's
+  new entries get it right after their insert, so an entry without it counts as changed);
+  ``previous``: the last contents this path stood for before its current one (at most
+  :data:`PREVIOUS_KEPT`).  Together they tell an analysis what changed since it last read
+  (``analytics.increment``) without reading the whole ledger.
 
 A file whose size and mtime match a ``loaded`` entry is skipped without being
 read; otherwise its sha256 decides.
@@ -28,8 +34,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pymongo import UpdateOne
-
 from ingest.store.catalog import LEDGER
 from ingest.fileio import open_regular
 from ingest.store.mongo import Retry, durable
@@ -39,7 +43,11 @@ PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "f
 #: Paths per ``$in`` query: the embedded server's cost per element grows with the list (measured on
 #: a ledger of 2,000 entries: 0.11 ms per element at 50, 0.16 at 100, 1 ms at 1,000, 4.4 at 5,000).
 _LOOKUP_CHUNK = 50
-_MARK_CHUNK = 1000
+#: Contents remembered per path in ``previous`` (the groups of a replaced content are recomputed
+#: from it; a path replaced more often between two analyses is rare, and the oldest go first).
+PREVIOUS_KEPT = 32
+#: The fields :meth:`Ledger.changed_since` returns.
+CHANGE_FIELDS = {"sha256": 1, "status": 1, "records": 1, "previous": 1, "changed_at": 1, "owner": 1}
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -123,6 +131,9 @@ class Ledger:
             change["$unset"] = {name: "" for name in unset}
         if push_drop:
             change["$addToSet"] = {"drop": {"$each": push_drop}}
+            change["$push"] = {"previous": {"$each": push_drop, "$slice": -PREVIOUS_KEPT}}
+        if push_drop or (set_fields and "status" in set_fields):  # a final state: what analyses follow
+            change["$currentDate"] = {"changed_at": True}
         coll = durable(self.coll) if journaled else self.coll
         result = self.retry(f"writing the ledger entry of {key}", coll.update_one, query, change)
         return result.matched_count == 1
@@ -135,28 +146,32 @@ class Ledger:
     def pull_drop(self, key: str, sha256: str) -> None:
         """The documents of ``sha256`` are gone: journaled, so the deletion is durable first."""
         self.retry(f"writing the ledger entry of {key}", durable(self.coll).update_one,
-                   {"_id": key}, {"$pull": {"drop": sha256}})
+                   {"_id": key}, {"$pull": {"drop": sha256}, "$currentDate": {"changed_at": True}})
 
-    # ---------------------------------------------------------------- what analyses have seen
-    # ``analysed.<analysis>`` of an entry: the content (sha256) of the path that the analysis's
-    # published output covers.  An entry whose ``sha256`` differs from it (new, or replaced)
-    # is pending for that analysis.  Entries without ``sha256`` (a first load that failed)
-    # stand for no documents and are never pending.
+    def stamp(self, keys: list[str]) -> None:
+        """Set ``changed_at`` of entries written whole (a batch's inserts cannot take the server's clock)."""
+        for start in range(0, len(keys), _LOOKUP_CHUNK):
+            chunk = keys[start:start + _LOOKUP_CHUNK]
+            self.retry("stamping the ledger", self.coll.update_many, {"_id": {"$in": chunk}},
+                       {"$currentDate": {"changed_at": True}})
 
-    def analysis_pending(self, name: str, source: str, limit: int) -> list[dict]:
-        """Up to ``limit`` entries whose content ``name`` has not seen: {_id, sha256, analysed}.
+    # ---------------------------------------------------------------- what changed, and when
+    def server_now(self):
+        """The server's clock (what ``changed_at`` is stamped with): a naive UTC datetime."""
+        hello = self.retry("asking the server's time", self.coll.database.command, "hello")
+        return hello["localTime"]
 
-        Only files that wrote into ``source`` (the analysis's input collection), or whose
-        earlier content the analysis saw (it may have had documents there).
-        """
-        query = {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True},
-                 "$or": [{f"records.{source}": {"$gt": 0}}, {f"analysed.{name}": {"$exists": True}}],
-                 "$expr": {"$ne": [f"$analysed.{name}", "$sha256"]}}  # fmt: skip
-        return self.retry("reading the ledger", lambda: list(
-            self.coll.find(query, {"sha256": 1, f"analysed.{name}": 1}).limit(limit)))
+    def changed_since(self, since) -> list[dict]:
+        """Entries stamped at or after ``since`` (every entry when None), and entries not stamped
+        yet (a batch's, between its insert and its stamp; a ledger written before stamps existed):
+        two index seeks on ``changed_at``, in proportion to what changed."""
+        stamped = {"changed_at": {"$gte": since}} if since is not None else {"changed_at": {"$ne": None}}
+        found = self.retry("reading the ledger", lambda: list(self.coll.find(stamped, CHANGE_FIELDS)))
+        found += self.retry("reading the ledger", lambda: list(self.coll.find({"changed_at": None}, CHANGE_FIELDS)))
+        return found
 
     def count_loaded(self, source: str) -> int:
-        """How many loaded files wrote into ``source``."""
+        """How many loaded files wrote into ``source`` (a scan of the ledger: asked only when many changed)."""
         return self.retry("reading the ledger", self.coll.count_documents, {
             "status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}, f"records.{source}": {"$gt": 0}})
 
@@ -172,22 +187,3 @@ class Ledger:
                         if isinstance(n, int) and not isinstance(n, bool) and n > 0)
         size = sum(e["size"] for e in entries)
         return size / documents if documents else None
-
-    def loaded_contents(self) -> list[str]:
-        """The contents (sha256) whose documents are in the database now."""
-        return self.retry("reading the ledger", lambda: [d["sha256"] for d in self.coll.find(
-            {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}}, {"sha256": 1, "_id": 0})])
-
-    def mark_analysed(self, name: str, entries: list[tuple[str, str]]) -> None:
-        """``name`` has seen these (path, sha256): each marked only if the path still has that content."""
-        for start in range(0, len(entries), _MARK_CHUNK):
-            ops = [UpdateOne({"_id": path, "sha256": sha}, {"$set": {f"analysed.{name}": sha}})
-                   for path, sha in entries[start:start + _MARK_CHUNK]]
-            self.retry("marking the ledger", self.coll.bulk_write, ops, ordered=False)
-
-    def mark_contents_analysed(self, name: str, contents: list[str]) -> None:
-        """``name`` has seen every path whose content is one of ``contents`` (a whole-collection run)."""
-        for start in range(0, len(contents), 5 * _MARK_CHUNK):
-            chunk = contents[start:start + 5 * _MARK_CHUNK]
-            self.retry("marking the ledger", self.coll.update_many, {"sha256": {"$in": chunk}},
-                       [{"$set": {f"analysed.{name}": "$sha256"}}])

@@ -8,7 +8,7 @@ curated declarations (:mod:`ingest.store.curated`), which take the names from he
 from __future__ import annotations
 
 __all__ = ["SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS",
-           "BATCHES", "META", "DATA_COLLECTIONS"]
+           "BATCHES", "META", "ANALYSIS_STATE", "DATA_COLLECTIONS"]
 
 SEARCHES = "searches"
 HITS = "hits"
@@ -21,6 +21,7 @@ CLAIMS = "ingest_claims"
 VERSIONS = "ingest_versions"
 BATCHES = "ingest_batches"
 META = "ingest_meta"
+ANALYSIS_STATE = "analysis_state"
 
 #: The collections that hold loaded input (the rest is bookkeeping and outputs).
 DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
