@@ -36,6 +36,7 @@ from ingest.store.ledger import Ledger
 from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
+from ingest.load.indexes import add_written
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
@@ -94,6 +95,12 @@ class LoadStopped(SciIngestError):
         done = _recover_run(self.job)
         self.summary.rolled_back += done
         _add_finished(self.job, self.summary)
+        if not self.job.options.dry_run:
+            ctx = _context(self.job)
+            try:
+                add_written(ctx.db, _inserted(self.summary), ctx.retry)
+            except SciIngestError:
+                pass  # the server is gone: the tally stays low, which errs towards a bulk load
         return done
 
 
@@ -292,8 +299,13 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
         raise LoadStopped(summary, job, "sci-ingest " + shlex.join(sys.argv[1:]), cause) from None
     if not options.dry_run:
         _release_leftovers(job)
+        add_written(db, _inserted(summary), retry)
     summary.retries += retry.retries
     return summary
+
+
+def _inserted(summary: LoadSummary) -> int:
+    return sum(f.inserted for f in summary.files if f.status == "loaded")
 
 
 _PENDING: set = set()

@@ -170,7 +170,7 @@ def _probe(db) -> bool:
             try:
                 coll.insert_many([{"_id": 1, "v": 1e-200}, {"_id": 2, "v": 1.0}])
                 coll.create_index([("v", 1)])
-                found = coll.count_documents({"v": {"$lt": 1e-100}})
+                found = len(list(coll.find({"v": {"$lt": 1e-100}}, {"_id": 1})))  # a find: a load sends no count
             finally:
                 coll.drop()
         return found == 1
