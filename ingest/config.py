@@ -28,6 +28,25 @@ DEFAULT_SMALL_WORK = 100_000
 NO_EMBEDDED_ENV = "SCI_INGEST_NO_EMBEDDED"
 
 
+#: The name of the command a process runs (:func:`begin_command`), inherited by the processes it starts.
+COMMAND_ENV = "SCI_INGEST_COMMAND_ID"
+
+
+def begin_command() -> str:
+    """Name the command this process runs now (a new name each call): ``sci-ingest cmd <pid>-<random>``,
+    the app name its MongoDB clients tell the server (:mod:`ingest.store.mongo`), so that a stopped
+    command finds its own operations.  Kept in the environment: the processes the command starts
+    (a ``LocalCluster``'s workers) carry it too."""
+    name = f"sci-ingest cmd {os.getpid()}-{os.urandom(4).hex()}"
+    os.environ[COMMAND_ENV] = name
+    return name
+
+
+def command_name() -> str | None:
+    """The name of the command this process runs or serves (:func:`begin_command`), or None."""
+    return os.environ.get(COMMAND_ENV) or None
+
+
 def _shared_data() -> Path:
     """Where an installed wheel put its data files (``<prefix>/share/sci-ingest``: pyproject.toml)."""
     user = f"{os.name}_user"

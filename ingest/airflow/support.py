@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlencode
 
-from ingest.config import NO_DATABASE, parse_flag
+from ingest.config import NO_DATABASE, begin_command, parse_flag
 from ingest.errors import ConfigError, InputError, ValidationFailed
 
 MONGODB_URI_ENV = "MONGODB_URI"
@@ -216,9 +216,20 @@ def run_task(func: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
     ``from``) because retrying the same run cannot change the outcome.  Other
     errors -- ``ServerError``, ``DatabaseError``, anything unexpected -- propagate
     and are retried according to the task's ``retries``.
+
+    A task that does not finish (killed: SIGTERM; its ``execution_timeout``; an error) ends its
+    operations still running on the servers it used before it goes (as a stopped command does:
+    :func:`ingest.store.mongo.end_operations`), so that its retry does not meet them there.
     """
-    with failing_at_once():
-        return func(*args, **kwargs)
+    begin_command()
+    try:
+        with failing_at_once():
+            return func(*args, **kwargs)
+    except BaseException:
+        mongo = sys.modules.get("ingest.store.mongo")  # None: the task built no client
+        if mongo is not None:
+            mongo.end_operations(log=lambda line: print(f"sci-ingest: {line}", file=sys.stderr))
+        raise
 
 
 @contextmanager

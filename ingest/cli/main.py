@@ -28,6 +28,7 @@ from ingest import plugins
 from ingest.cli import certs, kept, query, shard
 from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
 from ingest.errors import Exit, SciIngestError, UsageError
+from ingest.config import begin_command
 from ingest.dates import command_began, process_started
 from ingest.fileio import stderr_line
 
@@ -255,6 +256,18 @@ def _stop_like_ctrl_c(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
 
 
+def _end_operations() -> None:
+    """The stopped command's operations still running on its servers end too (:func:`ingest.store.mongo.end_operations`):
+    a command that never built a client (pymongo not imported) has none."""
+    mongo = sys.modules.get("ingest.store.mongo")
+    if mongo is None:
+        return
+    try:
+        mongo.end_operations(log=lambda line: stderr_line(f"note: {line}"))
+    except KeyboardInterrupt:  # a second Ctrl-C: stop now
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -265,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.OK
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    begin_command()  # its clients' app name on the server: what _end_operations looks for
     try:
         return args.func(args)
     except UsageError as exc:
@@ -274,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         stderr_line(f"error: {exc}")
         return Exit.FATAL
     except KeyboardInterrupt:
+        _end_operations()
         print("interrupted", file=sys.stderr)
         return Exit.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): it has what it wanted

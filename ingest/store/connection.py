@@ -23,7 +23,8 @@ from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, running_server
-from ingest.store.mongo import ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes
+from ingest.store.mongo import (ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes,
+                                forget)
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
 
@@ -78,6 +79,7 @@ def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) 
     server = EmbeddedServer(settings.db_dir, auth=creds is not None)
     log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
     uri = with_credentials(server.start(), creds)
+    stack.callback(forget, uri)  # stopped with its operations: a stopped command has nothing to end there
     stack.callback(server.stop)
     return uri, "private", server.process.pid
 

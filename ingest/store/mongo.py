@@ -27,6 +27,12 @@ touches pymongo's client class and its exceptions:
   describe and prepare a server; the collections, indexes and shard keys
   themselves are named in :mod:`ingest.store.catalog`, and sharding a cluster is
   :mod:`ingest.sharding.collections`.
+* every client tells the server the name of the command it serves
+  (:func:`ingest.config.begin_command`: ``sci-ingest cmd <pid>-<random>``, inherited by the
+  processes the command starts) as its app name; :func:`end_operations`, when the command is
+  stopped, kills the operations of that name still running on the servers it used
+  (``currentOp``, ``killOp``), where the server can interrupt them (SecantusDB cannot: it is
+  said in one line; docs/embedded-server.md).
 """
 
 from __future__ import annotations
@@ -51,7 +57,9 @@ from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailur
 from pymongo.write_concern import WriteConcern
 
 from ingest.store.catalog import INDEXES, SHARD_KEYS
-from ingest.errors import ConfigError, DatabaseError, ServerUnavailable, TimeLimitExceeded, UnsupportedFeature
+from ingest.config import command_name
+from ingest.errors import (ConfigError, DatabaseError, SciIngestError, ServerUnavailable, TimeLimitExceeded,
+                           UnsupportedFeature)
 from ingest.server.secrets import redact_uri, remember
 
 __all__ = [
@@ -59,7 +67,7 @@ __all__ = [
     "describe", "ensure_indexes", "ensure_hashed_indexes",
     "insert_new", "replace_documents", "key_filter", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
     "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes", "compressed_bson",
-    "default_timeout_ms", "heartbeat_timeout_ms",
+    "default_timeout_ms", "heartbeat_timeout_ms", "command_app_name", "end_operations", "forget",
 ]
 
 APP_NAME = "sci-ingest"
@@ -76,6 +84,7 @@ DUPLICATE_KEY = 11000
 # IllegalOperation, CommandNotSupported, NotImplemented.
 _UNSUPPORTED_CODES = {59, 20, 115, 238}
 _MAX_TIME_EXPIRED = 50  # MaxTimeMSExpired: an operation stopped at the maxTimeMS its caller gave
+_UNAUTHORIZED = 13
 # CannotCreateIndex: an "unsupported" refusal only where a feature is being asked for
 # (SecantusDB: "hashed indexes are not supported by SecantusDB").
 _CANNOT_CREATE_INDEX = 67
@@ -93,7 +102,7 @@ def _defaults(uri: str, timeout_ms: int, max_pool_size: int, write_concern: dict
     """Client keyword options, leaving out every option the URI already sets."""
     written = uri.partition("?")[2].lower()
     options = {
-        "appname": APP_NAME,
+        "appname": command_app_name(),
         "serverSelectionTimeoutMS": timeout_ms,
         # Also the monitor's wait for a heartbeat: a server that does not answer one in time is
         # marked unknown and the driver cancels every operation in flight on it.  The embedded
@@ -147,6 +156,7 @@ def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_
     remember(str(uri))
     if timeout_ms is None:
         timeout_ms = default_timeout_ms(uri)
+    _USED.add(str(uri))
     try:
         return pymongo.MongoClient(uri, **{**_defaults(uri, timeout_ms, max_pool_size, write_concern, retry_writes,
                                                        socket_timeout_ms), **options})
@@ -168,6 +178,7 @@ def connect(uri: str, timeout_ms: int | None = None, **options) -> pymongo.Mongo
 
 _SHARED: dict[tuple, pymongo.MongoClient] = {}
 _SHARED_LOCK = threading.Lock()
+_USED: set[str] = set()  # the URIs of this process's clients: the servers end_operations visits
 
 
 def shared_client(uri: str, **options) -> pymongo.MongoClient:
@@ -176,9 +187,10 @@ def shared_client(uri: str, **options) -> pymongo.MongoClient:
     Dask partition readers run many tasks per worker process; each would
     otherwise open (and tear down) a connection pool per partition.  The key
     includes the process id, so a forked child never reuses its parent's
-    sockets.
+    sockets, and the command's name (its app name), so that a process
+    running one command after another gives each clients of its own.
     """
-    key = (os.getpid(), uri, repr(sorted(options.items())))
+    key = (os.getpid(), uri, command_app_name(), repr(sorted(options.items())))  # a new command: new clients
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:
@@ -202,10 +214,114 @@ def close_client(mongo: pymongo.MongoClient) -> None:
         mongo.close()
 
 
+# ------------------------------------------------------------------ a command's operations
+#: How long a stopped command waits for the server to say which of its operations run (``currentOp``)
+#: and for those it killed to be gone: a server that does not answer in time is left as it is.
+STOP_TIMEOUT_MS = 2000
+#: On SecantusDB: how long the connections of the command's closed clients are given to be unregistered
+#: (at once when idle; a connection still there then is an operation running on).
+_CLOSING_S = 0.5
+
+
+def command_app_name() -> str:
+    """The app name clients tell the server: the command's (:func:`ingest.config.begin_command`),
+    else ``sci-ingest``."""
+    return command_name() or APP_NAME
+
+
+def forget(uri: str) -> None:
+    """The server at ``uri`` is gone (a command's private server, stopped): nothing to end there."""
+    _USED.discard(str(uri))
+
+
+def end_operations(log=None) -> int:
+    """End this command's operations still running on the servers it used; how many were killed.
+
+    For a command that is stopped (Ctrl-C, SIGTERM, an Airflow task killed or timed out): its
+    operations are those whose app name is the command's (:func:`command_app_name`), from this
+    process or from those it started (a ``LocalCluster``'s workers).  This process's shared clients
+    are closed first.  Each server this process used is asked (``currentOp``) for them, they are
+    killed (``killOp``), and the server is asked again until they are gone (at most
+    :data:`STOP_TIMEOUT_MS`).  SecantusDB cannot interrupt an operation: its ``killOp`` closes the
+    connection and the operation runs on to its end (pymongo then even sends a read again), so
+    there nothing is killed and ``log`` gets one line saying how many operations run on.  Never
+    raises: a server that does not answer is left as it is (``log`` says so).
+    """
+    name = command_name()
+    if not name:
+        return 0
+    _close_shared()
+    killed = 0
+    for uri in sorted(_USED):
+        try:
+            killed += _end_operations_at(uri, name, log or (lambda line: None))
+        except (PyMongoError, SciIngestError) as exc:
+            if log:
+                log(f"this command's operations at {redact(uri)} could not be ended: {_reason(exc)}")
+    return killed
+
+
+def _end_operations_at(uri: str, name: str, log) -> int:
+    stopper = _aside(uri, timeout_ms=STOP_TIMEOUT_MS, max_pool_size=1, appname=f"{APP_NAME} stopper",
+                     connectTimeoutMS=STOP_TIMEOUT_MS, socketTimeoutMS=STOP_TIMEOUT_MS)
+    try:
+        if stopper.admin.command("buildInfo").get("secantusVersion"):
+            running = _operations(stopper, name)
+            end = time.monotonic() + _CLOSING_S
+            while running and time.monotonic() < end:  # the connections of clients just closed
+                time.sleep(0.05)
+                running = _operations(stopper, name)
+            if running:
+                what = ", ".join(sorted({str(op.get("op")) for op in running}))
+                log(f"{len(running)} operation(s) of this command ({what}) run on at {redact(uri)} until they end: "
+                    "SecantusDB cannot interrupt an operation (its killOp only closes the connection)")
+            return 0
+        running = _operations(stopper, name)
+        for op in running:
+            stopper.admin.command("killOp", op=op["opid"])
+        left, end = running, time.monotonic() + STOP_TIMEOUT_MS / 1000
+        while left and time.monotonic() < end:  # killOp marks them; each ends at its next check
+            time.sleep(0.05)
+            left = _operations(stopper, name)
+        if left:
+            log(f"{len(left)} operation(s) of this command still run at {redact(uri)} after killOp")
+        return len(running)
+    finally:
+        stopper.close()
+
+
+def _aside(uri: str, **options) -> pymongo.MongoClient:
+    """A client doing none of the command's work (a probe, the stopper): :func:`end_operations` does
+    not visit its server for it (a probe of a server that is gone would cost a whole timeout)."""
+    known = str(uri) in _USED
+    new = client(uri, **options)
+    if not known:
+        forget(uri)
+    return new
+
+
+def _operations(mongo: pymongo.MongoClient, name: str) -> list[dict]:
+    """The operations in progress whose app name is ``name``: ``currentOp`` filtered by it (where the
+    server filters; SecantusDB lists every connection, its client metadata naming the app)."""
+    try:
+        reply = mongo.admin.command({"currentOp": 1, "active": True, "appName": name})
+    except OperationFailure as exc:
+        if exc.code != _UNAUTHORIZED:
+            raise
+        reply = mongo.admin.command({"currentOp": 1, "$ownOps": True, "active": True, "appName": name})
+    return [op for op in reply.get("inprog", []) if op.get("active") and op.get("opid") is not None
+            and op.get("type", "op") == "op" and _app_name(op) == name]
+
+
+def _app_name(op: dict) -> str | None:
+    metadata = op.get("clientMetadata") or {}
+    return op.get("appName") or (metadata.get("application") or {}).get("name")
+
+
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
     """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
     try:
-        probe = client(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
+        probe = _aside(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
     except ConfigError:
         return None
     try:
