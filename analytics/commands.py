@@ -70,9 +70,14 @@ def register(add, common) -> None:
                         "allows it (else its whole source); each says which")
     p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
 
-    add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",
-        "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n",
-        here={Exit.FATAL: "a critical expectation failed (named on stderr), or the database failed"})
+    p = add("validate", cmd_validate, "run the Great Expectations suites in schemas/expectations",
+            "examples:\n  sci-ingest validate\n  sci-ingest validate --json\n"
+            "  sci-ingest validate --changed       only the suites whose documents changed since their verdict\n",
+            here={Exit.FATAL: "a critical expectation failed (named on stderr, a verdict kept too), or the "
+                              "database failed"})
+    p.add_argument("--changed", action="store_true",
+                   help="check only the suites whose documents changed since their last verdict; the others' "
+                        "verdicts stand (each result names the run that gave it)")
 
     p = add("report", cmd_report, "a run on one self-contained HTML page: stages, throughput, collections, "
             "validation, a plot per analysis",

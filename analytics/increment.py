@@ -1,20 +1,11 @@
-"""Follow the changes: bring an analysis up to date with what was loaded since it last read.
+"""Incremental analysis: bring an analysis up to date with what was loaded since it last read.
 
-What changed is told by the ledger (:mod:`ingest.store.ledger`): every final write of an entry
-(a file loaded, failed, replaced, rolled back, its old content's documents deleted) stamps it with
-the server's clock (``changed_at``), and keeps the contents the path stood for before
-(``previous``).  Each analysis keeps one document in ``analysis_state``: ``since``, the server's
-clock when its published output last read its sources, and ``seen``, the entries (path, content)
-stamped within :data:`MARGIN` before that and already visible then.  So, per run:
+What changed is told by :mod:`analytics.changes` (the ledger's stamps against the analysis's
+state in ``analysis_state``).  Per run:
 
-1. **what changed** -- the entries stamped since ``since - MARGIN`` (an index seek: in proportion
-   to what changed, not to the ledger), less those ``seen`` with the same content, that touch the
-   analysis's sources (they wrote into one, or they replaced a content that may have).  The
-   entries not stamped yet (a batch's, between its insert and its stamp) count as changed.  The
-   margin covers a write stamped just before ``since`` but visible only after the run's first read;
-2. **nothing changed** -- the run is skipped (scope ``none``) and its state moved on;
-3. **an analysis that cannot be split** (no ``file_prefix``) is recomputed whole, and says why;
-4. **an incremental one** (one output row per group, group keys prefixed by the input file's
+1. **nothing changed** in its sources -- the run is skipped (scope ``none``) and its state moved on;
+2. **an analysis that cannot be split** (no ``file_prefix``) is recomputed whole, and says why;
+3. **an incremental one** (one output row per group, group keys prefixed by the input file's
    content, declared as ``Analysis.file_prefix``: ``best_hits``) reads only the groups of the
    changed contents and of the contents they replaced: one key range per content, each its own
    index seek (:func:`scoped_queries`: SecantusDB answers an ``$or`` of ranges with a collection
@@ -24,15 +15,14 @@ stamped within :data:`MARGIN` before that and already visible then.  So, per run
    reader sees the old rows or the new ones.  The Parquet file is rewritten whole (the old rows
    outside the changed groups, the new rows, sorted by id) under a temporary name and renamed over
    the old one;
-5. **record** -- once published, the state is replaced (:func:`record_scope`).
+4. **record** -- once published, the state is recorded (:func:`record_scope`).
 
-A failure before step 5 leaves the state as it was: the retry recomputes the same groups (the
+A failure before step 4 leaves the state as it was: the retry recomputes the same groups (the
 writes are idempotent).  The whole collection is read instead when the output was never
 published here (or its Parquet file is missing or of another layout), when the analysis has no
-state yet, when more than :data:`WHOLE_ABOVE` of the loaded files changed (one pass over the
-collection is then cheaper), or more than :data:`MAX_CHANGED` files (one seek each).  Writes made
-to the collections by anything but ``sci-ingest load`` are not in the ledger: ``--full`` reads
-everything again.
+state yet, when more than :data:`MAX_CHANGED` files changed (one seek each), or, past
+:data:`COUNT_ABOVE` changed files, more than :data:`WHOLE_ABOVE` of the loaded ones (one pass
+over the collection is then cheaper).
 """
 
 from __future__ import annotations
@@ -42,7 +32,6 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 from pymongo import ReplaceOne
@@ -50,13 +39,13 @@ from pymongo import ReplaceOne
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.query.plan import ensure_exact_indexes, server_of
-from ingest.store.catalog import ANALYSIS_STATE
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
+from analytics.changes import changes, record_state
 from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_scope", "WHOLE_ABOVE",
-           "MAX_CHANGED", "COUNT_ABOVE", "MARGIN"]
+           "MAX_CHANGED", "COUNT_ABOVE"]
 
 #: Above this share of the loaded files changed, the whole collection is read.
 WHOLE_ABOVE = 0.5
@@ -69,13 +58,6 @@ COUNT_ABOVE = 100
 #: time and cache): readers see the old rows or the new ones.  More, or a standalone server
 #: (no transactions), are written in batches, and the run says so.
 MAX_ATOMIC_ROWS = 100_000
-#: Entries stamped this long before an analysis's read are looked at again by its next run (unless
-#: it saw them with the same content): a stamp is the server's clock when the write was applied,
-#: which a reader may see a moment later; and a clock stepped back by less than this harms nothing.
-MARGIN = timedelta(seconds=10)
-#: At most this many entries of the margin are remembered as seen (more: they are looked at again).
-SEEN_MAX = 20_000
-
 log = logging.getLogger(__name__)
 
 
@@ -92,26 +74,14 @@ class Scope:
     files: int = 0
     #: the analysis's state once this run is published (:func:`record_scope`); None: not known.
     state: dict | None = None
+    #: the run that publishes (set by the runner)
+    run_id: str = ""
 
     def describe(self) -> dict:
         out = {"mode": self.mode, "reason": self.reason}
         if self.mode == "changed":
             out["files"] = self.files
         return out
-
-
-def _state(ledger: Ledger, now, entries: list[dict]) -> dict:
-    """What a run that starts reading at ``now`` has seen of the entries stamped within the margin."""
-    recent = [e for e in entries if e.get("changed_at") is None or e["changed_at"] >= now - MARGIN]
-    seen = [[e["_id"], e.get("sha256")] for e in recent] if len(recent) <= SEEN_MAX else None
-    return {"since": now, "seen": seen}
-
-
-def _touches(entry: dict, sources: set[str]) -> bool:
-    """Whether the entry's file wrote into one of ``sources``, or replaced a content (whose
-    documents may have been there)."""
-    records = entry.get("records") if isinstance(entry.get("records"), dict) else {}
-    return any(isinstance(records.get(s), int) and records[s] > 0 for s in sources) or bool(entry.get("previous"))
 
 
 def _parquet_layout_ok(path: Path, analysis) -> bool:
@@ -129,18 +99,11 @@ def _parquet_layout_ok(path: Path, analysis) -> bool:
 def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: bool) -> Scope:
     """How this run of ``analysis`` reads its sources (see the module docstring)."""
     db = shared_client(uri)[db_name]
-    ledger = Ledger(db)
+    sources = {c for c in (analysis.source, analysis.join and analysis.join.source) if c}
     with db_errors(f"reading the ledger of {db_name}", uri=uri):
-        now = ledger.server_now()  # first: whatever is visible from here on is read
-        state = db[ANALYSIS_STATE].find_one({"_id": analysis.name}) if incremental else None
-        since = state.get("since") if state else None
-        entries = ledger.changed_since(since - MARGIN if since is not None else now - MARGIN)
-        unstamped = [e["_id"] for e in entries if e.get("changed_at") is None and not e.get("owner")
-                     and e.get("status") in ("loaded", "failed")]
-        if unstamped:  # a ledger from before stamps (or a batch's stamp lost): stamped now, seen by this run
-            ledger.stamp(unstamped)
+        found = changes(db, analysis.name, sources, follow=incremental)
         exists = incremental and bool(db.list_collection_names(filter={"name": analysis.output}))
-    after = _state(ledger, now, entries)
+    after = found.after
 
     def whole(reason: str) -> Scope:
         return Scope("whole", reason, state=after)
@@ -152,12 +115,10 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
         return whole(f"whole collection: {analysis.output} was never published here")
     if not parquet.is_file() or not _parquet_layout_ok(parquet, analysis):
         return whole(f"whole collection: {parquet} is missing or of another layout")
-    if since is None:
+    if not found.known:
         return whole(f"whole collection: no record of what {analysis.name}'s output covers (its first run "
                      "that follows changes)")
-    seen = {(path, sha) for path, sha in state.get("seen") or ()}
-    sources = {c for c in (analysis.source, analysis.join and analysis.join.source) if c}
-    pending = [e for e in entries if (e["_id"], e.get("sha256")) not in seen and _touches(e, sources)]
+    pending = found.pending
     if not pending:
         return Scope("none", f"nothing loaded into {', '.join(sorted(sources))} since {analysis.name} last ran: "
                              "its output is current", state=after)  # fmt: skip
@@ -168,7 +129,7 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
         return whole(f"whole collection: {files}, more than {MAX_CHANGED}")
     if len(pending) > COUNT_ABOVE:  # a count of the ledger (a scan) only where a whole pass can pay
         with db_errors(f"reading the ledger of {db_name}", uri=uri):
-            loaded = ledger.count_loaded(analysis.source)
+            loaded = Ledger(db).count_loaded(analysis.source)
         if len(pending) > WHOLE_ABOVE * loaded:
             return whole(f"whole collection: {len(pending)} of {loaded} loaded files changed (over "
                          f"{WHOLE_ABOVE:.0%}: one pass is cheaper)")
@@ -258,9 +219,11 @@ def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
     """Record what the published output of ``analysis`` now covers (its state, for the next run)."""
     if scope.state is None:
         return
+    fields = {"mode": scope.mode, "output": analysis.output}
+    if scope.mode != "none":
+        fields["published"] = scope.run_id
     with db_errors(f"recording the state of {analysis.name} in {db_name}", uri=uri):
-        shared_client(uri)[db_name][ANALYSIS_STATE].replace_one(
-            {"_id": analysis.name}, {"_id": analysis.name, **scope.state, "mode": scope.mode}, upsert=True)
+        record_state(shared_client(uri)[db_name], analysis.name, scope.state, **fields)
 
 
 def _json(value) -> bytes:

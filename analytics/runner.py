@@ -356,7 +356,7 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
 # ------------------------------------------------------------------ running
 def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path,
                  partitions: int | None = None, *, partition_key: str | None = None,
-                 read_mode: str | None = None, incremental: bool = False) -> AnalysisResult:
+                 read_mode: str | None = None, incremental: bool = False, scope=None) -> AnalysisResult:
     """Run one analysis on the Dask ``client`` and publish its output.
 
     ``partition_key`` overrides the declared one (the runner then shuffles on
@@ -364,13 +364,16 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     ``read_mode`` forces ``ranges`` or ``stream`` (default: ``auto``, see
     :mod:`analytics.reading.planning`).  ``incremental``: only the groups of the files
     loaded since the analysis last ran, where it allows that (see
-    :mod:`analytics.increment`; the result's ``scope`` says what was read and why).
+    :mod:`analytics.increment`; the result's ``scope`` says what was read and why); ``scope``: that
+    plan, made already (:func:`analytics.increment.plan_scope`; ``client`` may then be None when its
+    mode is ``none``).
     """
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     started = time.perf_counter()
     out_dir = Path(out_dir)
-    scope = plan_scope(analysis, uri, db_name, out_dir, incremental)
+    scope = scope or plan_scope(analysis, uri, db_name, out_dir, incremental)
+    scope.run_id = run_id
     log.info("analysis %s scope: %s", analysis.name, scope.reason)
     if scope.mode == "none":
         record_scope(uri, db_name, analysis, scope)

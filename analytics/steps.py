@@ -19,8 +19,10 @@ from ingest.store.connection import Connection, log_to_stderr
 from ingest.timing import Timings, utcnow
 from analytics.reading.streaming import chunk_frame
 from analytics.registry import all_analyses, select_analyses
+from analytics.increment import plan_scope
 from analytics.runner import run_analysis
 from analytics.validation import validate
+from analytics.validation.run import suites_to_check
 from analytics.validation.suites import load_suites
 from ingest.store.mongo import db_errors
 from analytics.validation.stream import engine
@@ -40,16 +42,22 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     """
     chosen = select_analyses(names)
     results = []
+    # following changes, each analysis's plan first: with nothing changed no cluster is started
+    scopes = {a.name: plan_scope(a, conn.uri, settings.db_name, settings.out_dir, True)
+              for a in chosen} if incremental else {}  # fmt: skip
+    busy = [a for a in chosen if a.name not in scopes or scopes[a.name].mode != "none"]
     with ExitStack() as stack:
-        cluster = cluster or Cluster(settings, timings, stack)
-        sources = {c for a in chosen for c in (a.source, a.join and a.join.source) if c}
-        deciding = utcnow()
-        small = small_work(conn, settings, cluster, sources)
-        client = cluster.client("analyze", conn.uri, in_process=small is not None, since=deciding)
+        client = None
+        if busy:
+            cluster = cluster or Cluster(settings, timings, stack)
+            sources = {c for a in busy for c in (a.source, a.join and a.join.source) if c}
+            deciding = utcnow()
+            small = small_work(conn, settings, cluster, sources)
+            client = cluster.client("analyze", conn.uri, in_process=small is not None, since=deciding)
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
-                                      settings.out_dir, incremental=incremental)
+                                      settings.out_dir, incremental=incremental, scope=scopes.get(analysis.name))
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded,
@@ -60,15 +68,25 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     return results
 
 
-def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None):
+def validate_step(conn: Connection, timings: Timings, settings: Settings, *, cluster: Cluster | None = None,
+                  incremental: bool = False, log: Callable[[str], None] = log_to_stderr):
     """Check the suites: on the run's cluster when there is one (chunks checked on its workers), else here.
 
     A cluster that no step has started yet is started for the validation only when its work is not
     small (:func:`small_work`): a few thousand documents are checked here sooner than worker
-    processes start and import Great Expectations (seconds each)."""
+    processes start and import Great Expectations (seconds each).
+
+    ``incremental``: a suite nothing of which changed since its last verdict keeps it (not read
+    again); when every suite keeps its verdict, no cluster is started and nothing imported."""
     client = None
     deciding = utcnow()
-    small = small_work(conn, settings, cluster, {spec.collection for spec in load_suites()})
+    todo = None
+    if incremental:
+        todo = suites_to_check(conn.uri, settings.db_name)
+        log(f"validate: {len(todo)} suite(s) to check ({', '.join(todo)}), the others' verdicts stand (nothing they "
+            "read changed)" if todo else "validate: nothing any suite reads changed since its verdict: they stand")
+    specs = [spec for spec in load_suites() if todo is None or spec.name in todo]
+    small = small_work(conn, settings, cluster, {spec.collection for spec in specs}) if specs else 0
     if cluster is not None and small is None:
         client = cluster.client("validate", conn.uri, since=deciding)
     elif small:  # documents to check here: Great Expectations' import, timed but not the step's
@@ -76,10 +94,11 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
             rec.records_in = rec.records_out = None
             prepare_for_validation()
     with timings.stage("validate") as rec:
-        report = validate(conn.uri, settings.db_name, timings.run_id, client=client)
+        report = validate(conn.uri, settings.db_name, timings.run_id, client=client, incremental=incremental)
         rec.records_in = report.rows_checked
         rec.records_out = sum(1 for s in report.suites if s.success)
-        rec.detail = {"suites": len(report.suites), "ok": report.ok, "checked": "cluster" if client else "here"}
+        rec.detail = {"suites": len(report.suites), "ok": report.ok, "checked": "cluster" if client else "here",
+                      "verdicts_kept": sum(1 for s in report.suites if s.reused_from)}
         if not report.ok:
             rec.status = "failed"
             rec.error = "critical expectation failed"

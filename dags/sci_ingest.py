@@ -13,6 +13,11 @@ else the embedded SecantusDB server (see ``ingest.airflow.support``).
 Ad-hoc loads / backfills: trigger with conf ``{"paths": ["/data/x.m10", ...]}``
 (files or directories); an empty list loads the bundled samples.
 
+Like ``sci-ingest run``, analyze and validate follow changes: an analysis whose sources no loaded
+file changed is skipped, ``best_hits`` reads only the changed files' searches, a suite nothing of
+which changed keeps its verdict; each task log says what it read and why.  Trigger with conf
+``{"full": true}`` to analyse and validate everything again (``sci-ingest run --full``).
+
 Retries: transient failures (database/server unreachable) are retried;
 deterministic ones (unparseable input, bad config, a failed critical
 expectation) fail the task at once (``AirflowFailException``).
@@ -56,6 +61,8 @@ DEFAULT_ARGS = {
                 "Empty: the bundled samples."
             ),
         ),
+        "full": Param(False, type="boolean", title="Analyse and validate everything",
+                      description="Off: only what changed since each analysis and suite last ran."),
     },
     tags=["sci-ingest"],
     doc_md=__doc__,
@@ -78,13 +85,13 @@ def sci_ingest():
 
     @task(task_id="analyze", multiple_outputs=False)
     def analyze() -> dict:
-        """Run the analyses (Dask, reading MongoDB in partitions) over what is loaded."""
+        """Run the analyses (Dask, reading MongoDB in partitions) over what changed (all: param full)."""
         from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_analyze
 
         context = get_current_context()
         return run_task(task_analyze, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
-                        lineage=lineage_of(context))
+                        lineage=lineage_of(context), incremental=not context["params"].get("full"))
 
     @task(task_id="validate", multiple_outputs=False)
     def validate() -> dict:
@@ -94,7 +101,7 @@ def sci_ingest():
 
         context = get_current_context()
         return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
-                        lineage=lineage_of(context))
+                        lineage=lineage_of(context), incremental=not context["params"].get("full"))
 
     load() >> analyze() >> validate()
 

@@ -3,9 +3,10 @@
 Scheduled on the Assets ``sci_ingest_landing`` and ``sci_ingest_backfill`` emit (any of
 searches, hits, materials, tasks written): a run analyses and validates what is loaded.
 An analysis with an incremental form (``best_hits``: one row per search) reads only the
-searches of the files loaded since it last ran; the others read their whole source.  The
-task log names the Asset events that triggered the run and says, per analysis, which it
-read and why (see ``analytics/increment.py``).
+searches of the files loaded since it last ran; the others read their whole source when a
+file changed it and are skipped otherwise; a suite nothing of which changed keeps its verdict.
+The task log names the Asset events that triggered the run and says, per analysis and suite,
+what it read and why (see ``analytics/changes.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def sci_ingest_curated():
 
         context = get_current_context()
         return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
-                        lineage=lineage_of(context))  # fmt: skip
+                        lineage=lineage_of(context), incremental=True)  # fmt: skip
 
     analyze() >> validate()
 

@@ -114,7 +114,7 @@ def _validation_json(report) -> dict | None:
         "rows_checked": report.rows_checked,
         "suites": [
             {"suite": s.suite, "collection": s.collection, "rows": s.rows, "success": s.success,
-             "failures": s.failures}
+             "failures": s.failures, **({"verdict_of": s.reused_from} if s.reused_from else {})}
             for s in report.suites
         ],
     }
@@ -261,7 +261,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
 
     ``analyses`` chooses the analyses; ``load_options`` (``ingest.load.LoadOptions``)
     the load's workers, write concern, retries, ...; ``force`` reloads known files;
-    ``incremental``: analyses read only what changed where they can.
+    ``incremental``: analyses read only what changed where they can, and suites nothing of which
+    changed keep their verdicts.
     """
     entered = utcnow()
     run_id = run_id or new_run_id()
@@ -289,7 +290,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     report.analysis = step("analyze")(conn, timings, settings, analyses, cluster=cluster,
                                                       incremental=incremental, log=log)
                 if "validate" in steps:
-                    report.validation = step("validate")(conn, timings, settings, cluster=cluster)
+                    report.validation = step("validate")(conn, timings, settings, cluster=cluster,
+                                                         incremental=incremental, log=log)
                     report.validation.raise_for_critical()
         except LoadStopped as exc:
             stopped = exc
@@ -434,12 +436,14 @@ def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None
     return {"run_id": run_id, "analyses": [_jsonable(r) for r in results]}
 
 
-def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None) -> dict:
+def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None,
+                  incremental: bool = False) -> dict:
+    """Airflow task: every suite (``incremental``: a suite nothing of which changed keeps its verdict)."""
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
         try:
-            report = step("validate")(conn, timings, settings)
+            report = step("validate")(conn, timings, settings, incremental=incremental)
         finally:
             _log_stage_table(timings)
     report.raise_for_critical()

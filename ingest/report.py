@@ -129,12 +129,20 @@ def render_run(report) -> str:
     val = data["validation"]
     if val:
         passed = sum(1 for s in val["suites"] if s["success"])
-        add(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked")
+        kept = sum(1 for s in val["suites"] if s.get("verdict_of"))
+        add(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked"
+            + (f" ({kept} verdict(s) kept: nothing those suites read changed)" if kept else ""))
         for suite in val["suites"]:
             for failure in suite["failures"]:
                 crit = "CRITICAL " if failure.get("critical") else ""
                 add(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
                     f"{failure.get('column') or ''} sample={failure.get('sample')}")
+    idle = [r for r in data["analysis"] if (r.get("scope") or {}).get("mode") == "none"]
+    unchanged = ((report.load is None or data["files"]["files_loaded"] + data["files"]["files_failed"] == 0)
+                 and (data["analysis"] or val) and len(idle) == len(data["analysis"])
+                 and (not val or all(s.get("verdict_of") for s in val["suites"])))
+    if unchanged:
+        add("nothing changed: every analysis output is current and every verdict stands (--full does it all again)")
     if data.get("error"):
         add("stopped by an error (on stderr)")
     if data.get("resume"):

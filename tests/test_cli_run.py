@@ -60,9 +60,9 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert_the_readme_quickstart_is_this_run(first)
     totals = {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}
 
-    # again, with one worker: nothing loaded, so the analyses and the validation are small work,
-    # done in the command's own process (docs/pipeline.md, "Small work")
-    proc, second = sci_ingest("run", "--json", "--workers", "1", "--mongo-uri", mongo_uri, "--db", dbname,
+    # again, everything (--full), with one worker: nothing loaded, so the analyses and the validation
+    # are small work, done in the command's own process (docs/pipeline.md, "Small work")
+    proc, second = sci_ingest("run", "--json", "--full", "--workers", "1", "--mongo-uri", mongo_uri, "--db", dbname,
                               env_extra=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     cluster = next(s for s in second["stages"] if s["stage"] == "cluster")
@@ -70,6 +70,15 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert second["inserted"] == 0
     assert second["skipped"] == sum(totals.values())
     assert {c: db[c].count_documents({}) for c in totals} == totals
+
+    # and as `make run` runs it again: nothing changed, so no cluster, no analysis, no check
+    proc = subprocess.run([str(BIN), "run", "--mongo-uri", mongo_uri, "--db", dbname], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nothing changed: every analysis output is current and every verdict stands" in proc.stdout
+    stages = [line.split()[0] for line in proc.stdout.splitlines() if line[:1].isalpha() and "  " in line]
+    assert "cluster" not in stages and "warm_up.validate" not in stages, stages
+    assert "0 rows checked (11 verdict(s) kept" in proc.stdout, proc.stdout
 
     proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
     assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout

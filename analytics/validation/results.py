@@ -17,7 +17,7 @@ from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
 from ingest.errors import ValidationFailed
 
 __all__ = [
-    "SuiteResult", "ValidationReport", "describe_failure", "run_document", "DEFAULT_SAMPLE_SIZE",
+    "SuiteResult", "ValidationReport", "describe_failure", "run_document", "stored_result", "DEFAULT_SAMPLE_SIZE",
     "STATUS_PASSED", "STATUS_WARNINGS", "STATUS_FAILED", "STATUS_SKIPPED",
 ]
 
@@ -46,6 +46,9 @@ class SuiteResult:
     duration_s: float = 0.0
     #: How many chunks the rows were read and checked in (see analytics.validation.stream).
     chunks: int = 0
+    #: The run whose check this result repeats: nothing the suite reads changed since (``validate``
+    #: following changes); empty when the rows were checked in this run.
+    reused_from: str = ""
 
     @property
     def skipped(self) -> bool:
@@ -78,7 +81,8 @@ class ValidationReport:
 
     @property
     def rows_checked(self) -> int:
-        return sum(s.rows for s in self.suites)
+        """Rows checked by this run (a verdict that stands because nothing changed checked none)."""
+        return sum(s.rows for s in self.suites if not s.reused_from)
 
     @property
     def critical_failures(self) -> list[dict]:
@@ -91,6 +95,8 @@ class ValidationReport:
             detail = "" if s.skipped else (
                 f" ({s.rows} rows, {s.successful}/{s.evaluated} expectations passed"
                 f"{', truncated' if s.truncated else ''})")
+            if s.reused_from:
+                detail += f" (nothing it reads changed since run {s.reused_from}: that verdict stands)"
             lines.append(f"  {s.suite} [{s.collection}]: {s.status}{detail}")
             for f in s.failures:
                 lines.append(f"    {'CRITICAL' if f['critical'] else 'warning'}: {describe_failure(f)}")
@@ -154,4 +160,16 @@ def run_document(result: SuiteResult, run_id: str, db_name: str, started: dateti
         "started_at": started,
         "duration_s": round(result.duration_s, 4),
         "great_expectations_version": ge_version,
+        **({"reused_from": result.reused_from} if result.reused_from else {}),
     }
+
+
+def stored_result(doc: dict) -> SuiteResult:
+    """The :class:`SuiteResult` of a stored run document (:func:`run_document`'s inverse)."""
+    stats = doc.get("statistics") or {}
+    return SuiteResult(suite=doc["suite"], collection=doc["collection"], status=doc["status"],
+                       rows=int(doc.get("rows") or 0), documents=int(doc.get("documents") or 0),
+                       truncated=bool(doc.get("truncated")), evaluated=int(stats.get("evaluated") or 0),
+                       successful=int(stats.get("successful") or 0), unsuccessful=int(stats.get("unsuccessful") or 0),
+                       results=list(doc.get("results") or []), chunks=int(doc.get("chunks") or 0),
+                       reused_from=doc.get("reused_from") or doc["run_id"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections import deque
@@ -19,13 +21,14 @@ from analytics.validation.results import (
     SuiteResult,
     ValidationReport,
     run_document,
+    stored_result,
 )
 from analytics.validation.stream import DEFAULT_CHUNK_ROWS, Accumulator, check_chunk, raw_chunks
 from analytics.validation.suites import SuiteSpec, load_suites
 from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
 from ingest.errors import ConfigError
 
-__all__ = ["validate", "RUNS_COLLECTION"]
+__all__ = ["validate", "suites_to_check", "RUNS_COLLECTION"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,56 @@ class _Suite:
                 result.status = STATUS_WARNINGS
         result.duration_s = max(self.t1, self.t0) - self.t0
         return result
+
+
+def _definition(spec: SuiteSpec) -> str:
+    """A fingerprint of what the suite checks: a verdict stands only for the same definition."""
+    what = [spec.collection, spec.fields, spec.expectations, spec.unwind, spec.filter, spec.numeric, spec.derived]
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class _Follow:
+    """One suite's changes since its verdict (``validate`` following changes)."""
+
+    key: str
+    changes: object  # analytics.changes.Changes
+    published: str | None  # the run that last published the suite's collection, for an analysis's output
+    definition: str
+    standing: dict | None = None  # the stored result that stands: nothing the suite reads changed
+
+
+def _follow(db, specs: list[SuiteSpec], incremental: bool) -> dict[str, _Follow]:
+    """Per suite, what changed since its last verdict; ``standing`` when nothing did (and that verdict
+    was of this definition, over every row)."""
+    from analytics.changes import changes  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); analytics.changes does, 0.12 s
+    from ingest.store.catalog import ANALYSIS_STATE  # noqa: PLC0415 - lazy: as above
+
+    found: dict[str, _Follow] = {}
+    for spec in specs:
+        key = f"suite:{spec.name}"
+        output = db[ANALYSIS_STATE].find_one({"output": spec.collection}, {"published": 1})
+        follow = _Follow(key, changes(db, key, {spec.collection}, follow=incremental),
+                         (output or {}).get("published"), _definition(spec))
+        state = follow.changes.state
+        if (incremental and follow.changes.known and not follow.changes.pending and state.get("verdict")
+                and state.get("published") == follow.published and state.get("definition") == follow.definition):
+            doc = db[RUNS_COLLECTION].find_one({"_id": state["verdict"]})
+            if doc is not None and not doc.get("truncated"):
+                follow.standing = doc
+        found[spec.name] = follow
+    return found
+
+
+def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> list[str]:
+    """The suites that ``validate(..., incremental=True)`` would read: those whose documents may have
+    changed since their last verdict (the others' verdicts stand)."""
+    from ingest.store.mongo import db_errors, shared_client  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); it costs 0.12 s
+
+    specs = load_suites(suites_dir)
+    with db_errors("reading what changed since the suites' last verdicts", uri=uri):
+        follow = _follow(shared_client(uri)[db_name], specs, True)
+    return [spec.name for spec in specs if follow[spec.name].standing is None]
 
 
 def _smallest_first(db, specs: list[SuiteSpec]) -> list[SuiteSpec]:
@@ -174,6 +227,7 @@ def validate(
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     client=None,
+    incremental: bool = False,
 ) -> ValidationReport:
     """Check collections against expectation suites; store one document per suite in ``validation_runs``.
 
@@ -189,8 +243,14 @@ def validate(
     Expectations is imported only when a suite has rows to check.  Returns the
     report; call :meth:`ValidationReport.raise_for_critical` to turn critical
     failures into :class:`ValidationFailed`.
+
+    ``incremental``: a suite none of whose documents changed since its last verdict (no file loaded
+    into its collection, or no new output of the analysis that writes it; the same suite
+    definition) is not read again: that verdict stands, and the result says which run gave it.
+    Every other suite is checked whole.
     """
     from ingest.store.mongo import client as mongo_client, db_errors  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); it costs 0.12 s
+    from analytics.changes import record_state  # noqa: PLC0415 - lazy: as above
 
     if max_rows is not None and max_rows < 1:
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
@@ -201,14 +261,29 @@ def validate(
     mongo = mongo_client(uri)
     try:
         db = mongo[db_name]
-        checked = {s.spec.name: s for s in _check_all(db, specs, max_rows, sample_size, chunk_rows, client)}
-        for suite in (checked[spec.name] for spec in specs):
-            result = suite.result(max_rows)
+        with db_errors("reading what changed since the suites' last verdicts"):
+            follow = _follow(db, specs, incremental and max_rows is None)
+        todo = [spec for spec in specs if follow[spec.name].standing is None]
+        checked = {s.spec.name: s for s in _check_all(db, todo, max_rows, sample_size, chunk_rows, client)}
+        for spec in specs:
+            mine = follow[spec.name]
+            if mine.standing is not None:
+                result = stored_result(mine.standing)
+                doc = run_document(result, run_id, db_name, datetime.now(timezone.utc),
+                                   mine.standing.get("great_expectations_version"))
+            else:
+                suite = checked[spec.name]
+                result = suite.result(max_rows)
+                doc = run_document(result, run_id, db_name, suite.started, suite.accumulator.gx_version)
             report.suites.append(result)
-            doc = run_document(result, run_id, db_name, suite.started, suite.accumulator.gx_version)
-            with db_errors(f"writing {RUNS_COLLECTION} for suite {suite.spec.name}"):
+            with db_errors(f"writing {RUNS_COLLECTION} for suite {spec.name}"):
                 db[RUNS_COLLECTION].replace_one({"_id": doc["_id"]}, doc, upsert=True)
-            log.info("suite %s: %s (%d rows in %d chunk(s))", result.suite, result.status, result.rows, result.chunks)
+                if max_rows is None:  # a verdict over every row: it stands until something changes
+                    record_state(db, mine.key, mine.changes.after, published=mine.published,
+                                 definition=mine.definition, collection=spec.collection,
+                                 verdict=mine.standing["_id"] if mine.standing else doc["_id"])
+            log.info("suite %s: %s (%d rows in %d chunk(s)%s)", result.suite, result.status, result.rows,
+                     result.chunks, f"; verdict of {result.reused_from}" if result.reused_from else "")
     finally:
         mongo.close()
     return report

@@ -196,8 +196,8 @@ def log_trigger(context: Mapping[str, Any]) -> None:
     names = []
     for asset, asset_events in dict(events).items():
         names.append(f"{getattr(asset, 'name', asset)} ({len(asset_events)} event(s))")
-    print(f"triggered by: {', '.join(names) or 'no Asset event (a manual run)'}; the analyses read their whole "
-          "source collections (none has an incremental form yet)", file=sys.stderr, flush=True)
+    print(f"triggered by: {', '.join(names) or 'no Asset event (a manual run)'}; each analysis says below what "
+          "changed in its sources and what it read", file=sys.stderr, flush=True)
 
 
 def lineage_of(context: Mapping[str, Any]) -> dict:

@@ -52,12 +52,19 @@ def load_options(args, settings):
         include_hidden=getattr(args, "include_hidden", False))
 
 
+def follows_changes(args) -> bool:
+    """``run`` follows changes unless ``--full``; ``analyze`` and ``validate`` when ``--changed``."""
+    if hasattr(args, "full"):
+        return not args.full
+    return getattr(args, "changed", False)
+
+
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
     from ingest.pipeline import run  # noqa: PLC0415 - lazy: Dask and pymongo (about a second); --help must not pay them
 
     settings = settings_from(args)
     report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
-                 load_options=load_options(args, settings), incremental=getattr(args, "changed", False),
+                 load_options=load_options(args, settings), incremental=follows_changes(args),
                  log=stderr_line)
     return print_report(report, getattr(args, "json", False))
 

@@ -122,9 +122,15 @@ def build_parser(with_plugins: bool = True) -> Parser:
 
     p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
             "examples:\n  sci-ingest run\n  sci-ingest run data/searches/ data/materials.jsonl.gz --json\n"
-            "  sci-ingest run --workers 8 --write-concern w=majority,j=true /data/ssearch/\n",
+            "  sci-ingest run --workers 8 --write-concern w=majority,j=true /data/ssearch/\n"
+            "  sci-ingest run --full                  analyse and validate everything again\n"
+            "\nIt follows changes: an analysis whose sources no loaded file changed is skipped, best_hits reads\n"
+            "only the searches of the changed files, a suite nothing of which changed keeps its verdict; each\n"
+            "says on stderr what it read and why.\n",
             quiet="no progress bars", here=_LOADING)
     p.add_argument("paths", nargs="*", help="files or directories (default: the bundled samples)")
+    p.add_argument("--full", action="store_true",
+                   help="analyse every source whole and check every suite, changed or not")
     add_load_options(p)
 
     p = add("load", cmd_load, "load files into MongoDB (formats detected per file), in parallel",
