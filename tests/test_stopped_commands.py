@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.config import COMMAND_ENV
 from ingest.store.mongo import describe
 
 BIN = Path(sys.executable).parent / "sci-ingest"
@@ -106,8 +107,6 @@ def test_a_stopped_command_leaves_no_operation_running(mongo_uri, mongo_client, 
 
 def test_a_command_names_itself_to_the_server(mongo_uri, mongo_client, tmp_path):
     """Each command gets a name of its own (a pid and a random part): the app name of its clients."""
-    from ingest.config import COMMAND_ENV
-
     env = {**os.environ, "MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(tmp_path)}
     env.pop(COMMAND_ENV, None)
     code = ("import os, sys; from ingest.cli.main import main; "
@@ -115,3 +114,58 @@ def test_a_command_names_itself_to_the_server(mongo_uri, mongo_client, tmp_path)
     names = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                             check=True).stdout.splitlines()[-1] for _ in range(2)]
     assert all(n.startswith("sci-ingest cmd ") for n in names) and names[0] != names[1]
+
+
+#: An Airflow task's process (the DAG tasks call ``run_task``): its task reads ``hits`` in a thread and,
+#: once the find runs on the server, raises as Airflow's execution_timeout raises in a task.
+AIRFLOW_TASK = """
+import sys, threading, time
+import pymongo
+from ingest.airflow.support import run_task
+from ingest.config import command_name
+from ingest.store.mongo import shared_client
+
+uri, db_name = sys.argv[1], sys.argv[2]
+watch = pymongo.MongoClient(uri)
+
+def read():
+    try:
+        list(shared_client(uri)[db_name].hits.find({"hit_id": "none"}))
+    except Exception:  # the client closed under it: the task is being stopped
+        pass
+
+def running(name):
+    for op in watch.admin.command("currentOp")["inprog"]:
+        app = op.get("appName") or ((op.get("clientMetadata") or {}).get("application") or {}).get("name")
+        if app == name and op.get("active") and ("find" in (op.get("command") or {}) or op.get("op") == "find"):
+            return True
+    return False
+
+def task():
+    name = command_name()
+    print(name, flush=True)
+    threading.Thread(target=read, daemon=True).start()
+    end = time.monotonic() + 120
+    while not running(name) and time.monotonic() < end:
+        time.sleep(0.05)
+    raise TimeoutError("the task's execution_timeout")
+
+run_task(task)
+"""
+
+
+def test_an_airflow_task_that_does_not_finish_ends_its_operations(mongo_uri, mongo_client, busy_collection):
+    """``run_task`` (what the DAG tasks call): a task raising while its read runs (as Airflow's timeout
+    raises in it) ends its operations before the error goes on to Airflow, as a stopped command does."""
+    db = busy_collection
+    env = {k: v for k, v in os.environ.items() if k != COMMAND_ENV}
+    proc = subprocess.run([sys.executable, "-c", AIRFLOW_TASK, mongo_uri, db.name], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0 and "TimeoutError: the task's execution_timeout" in proc.stderr, proc.stderr
+    name = proc.stdout.splitlines()[0]
+    assert name.startswith("sci-ingest cmd "), proc.stdout
+    if describe(mongo_client).kind == "SecantusDB":
+        assert "SecantusDB cannot interrupt an operation" in proc.stderr, proc.stderr
+    else:
+        assert "cannot interrupt" not in proc.stderr, proc.stderr
+    _poll("the task's operations gone", lambda: not _operations(mongo_client, name))
