@@ -4,7 +4,10 @@ one pass over the whole table says.  Against the real server of ``conftest.py``.
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import json
+from pathlib import Path
 
 import bson
 import pytest
@@ -14,11 +17,12 @@ from analytics.analyses import best_hits as bh
 from analytics.reading.partitions import plan_partitions, read_partition
 from analytics.reading.planning import (WHOLE_DOCUMENT_BYTES, plan_reads, plan_stages, probe, read_mode,
                                         whole_documents)
-from analytics.reading.streaming import StreamSpec, _starts, chunk_frame, read_chunks
+from analytics.reading.streaming import StreamSpec, batch_starts, chunk_frame, read_chunks
 from analytics.validation import validate
 from analytics.validation.stream import Accumulator, UNIQUE_TYPES
 from ingest.errors import AnalysisError, ConfigError
 
+PASTA = Path(__file__).resolve().parent.parent / "samples" / "pasta" / "ssearch36_full_seq.m10"
 COLUMNS = (("g", "g", "string"), ("n", "n", "int64"), ("x", "x.0.v", "float64"))
 
 
@@ -54,31 +58,43 @@ def test_the_embedded_server_gets_one_stream_and_says_why(db, mongo_uri):
     assert "cut where g changes" in unsorted.stream.describe()
 
 
-def test_a_secantusdb_stream_of_small_documents_asks_for_them_whole(db, mongo_uri):
-    """SecantusDB projects in Python (a quarter of a hits read's server time): documents the
-    ledger says are small are read whole, large ones and unknown ones through the projection."""
+def test_a_secantusdb_stream_of_small_documents_asks_for_them_whole(db, mongo_uri, load_files, tmp_path):
+    """SecantusDB projects in Python (a quarter of a hits read's server time): documents that weigh
+    little are read whole, heavy ones and unknown ones through the projection.  The weight is
+    measured on stored documents, whatever the input's compression, and kept until a file changes
+    the collection."""
     db.t.insert_many(_docs({"a": 5, "b": 5}))
     db.t.create_index([("g", 1)])
     spec = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g")
     assert spec.stream.whole_documents is False  # no file on record wrote into t
     assert "no loaded file on record" in spec.describe()["documents"]
-    db.ingest_files.insert_many([
-        {"_id": "/in/a.m10", "status": "loaded", "size": 11_000, "records": {"searches": 1, "t": 9}},
-        {"_id": "/in/b.m10", "status": "loaded", "size": 3_000, "records": {"t": 1}},
-        {"_id": "/in/c.json", "status": "failed", "size": 10**9, "records": {"t": 1}},  # not loaded: not counted
-        {"_id": "/in/d.json", "status": "loaded", "size": 10**9, "records": {"other": 1}},  # another collection
-        {"_id": "/in/e.json", "status": "loaded", "size": 10**9, "records": [{"t": 5}]},  # not a ledger's shape
-    ])
-    whole, why = whole_documents(db, "t")
-    assert whole and "1,273 bytes of input per document" in why  # 14,000 bytes over 11 documents
-    plan = plan_reads(mongo_uri, db.name, "t", columns=COLUMNS, key="g", group_key="g")
+    load_files([str(PASTA)])
+    stored = [len(bson.encode(d)) for d in db.hits.find()]
+    whole, why = whole_documents(db, "hits")
+    assert whole and f"{sum(stored) / len(stored):,.0f} bytes a stored document" in why, why
+    plan = plan_reads(mongo_uri, db.name, "hits", columns=bh.COLUMNS, key="search_id", group_key="search_id")
     assert plan.stream.whole_documents and plan.describe()["documents"].startswith("whole documents")
     assert "whole documents" in plan.stream.describe()
     frames = [chunk_frame(plan.stream.columns, raw) for _, raw in read_chunks(plan.stream)]
-    assert sorted(x for f in frames for x in f["x"]) == sorted([i / 2 for i in range(5)] * 2)
-    db.ingest_files.update_one({"_id": "/in/b.m10"}, {"$set": {"size": 30_000}})  # now 3,727 a document
-    whole, why = whole_documents(db, "t")
-    assert not whole and f"over {WHOLE_DOCUMENT_BYTES:,}" in why
+    assert sum(len(f) for f in frames) == len(stored)
+
+    # records in a gzip file: a few hundred bytes of file each, kilobytes stored
+    heavy = tmp_path / "heavy.jsonl.gz"
+    with gzip.open(heavy, "wt") as fh:
+        for i in range(30):
+            fh.write(json.dumps({"material_id": f"mp-{i}", "formula_pretty": "SiO2", "notes": "ab" * 1500}) + "\n")
+    assert heavy.stat().st_size / 30 < WHOLE_DOCUMENT_BYTES
+    load_files([str(heavy)])
+    whole, why = whole_documents(db, "materials")
+    assert not whole and f"over {WHOLE_DOCUMENT_BYTES:,}" in why, why
+    weight = db.analysis_state.find_one({"_id": "weight:materials"})
+    assert weight["bytes"] > 3000 and weight["documents"] == 30
+    light = tmp_path / "light.jsonl"  # a file with fewer documents there is measured first
+    light.write_text("".join(json.dumps({"material_id": f"mp-l{i}", "formula_pretty": "Si"}) + "\n"
+                             for i in range(3)))
+    load_files([str(light)])
+    whole, why = whole_documents(db, "materials")  # the collection changed: measured again
+    assert db.analysis_state.find_one({"_id": "weight:materials"})["documents"] == 33, why
 
 
 def test_plan_stages_reads_nested_and_sharded_explains():
@@ -169,11 +185,11 @@ def test_an_unsorted_stream_is_still_cut_only_where_the_group_changes(db, mongo_
 def test_a_raw_batch_is_walked_by_its_length_prefixes_and_a_false_length_is_refused():
     docs = [bson.encode({"g": "a" * i}) for i in range(4)]
     batch = b"".join(docs)
-    assert _starts(batch) == [0, *itertools.accumulate(len(d) for d in docs)]
-    assert _starts(b"") == [0]
+    assert batch_starts(batch) == [0, *itertools.accumulate(len(d) for d in docs)]
+    assert batch_starts(b"") == [0]
     for bad in (b"\x00\x00\x00\x00" + batch, batch[:-1], batch + b"\x05\x00"):  # zero, truncated, torn
         with pytest.raises(InvalidBSON, match="claims"):
-            _starts(bad)
+            batch_starts(bad)
 
 
 def test_best_hits_from_a_stream_equals_best_hits_of_everything(db, mongo_uri):

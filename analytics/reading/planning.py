@@ -49,10 +49,14 @@ from ingest.store.mongo import db_errors, shared_client
 from analytics.reading.chunks import chunk_table, plan_chunk_partitions
 from analytics.reading.partitions import plan_partitions, range_filter
 from analytics.reading.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
-from analytics.reading.streaming import StreamSpec
+from analytics.reading.streaming import StreamSpec, batch_starts
+from analytics.changes import changes, record_state
+from ingest.documents import prefix_range, search_id_prefix
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
            "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION", "whole_documents",
+           "document_weight", "stored_bytes_per_document",
            "WHOLE_DOCUMENT_BYTES"]
 
 READ_MODES = ("auto", "ranges", "stream")
@@ -66,8 +70,8 @@ MAX_ROWS_PER_PARTITION = 200_000
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
 
-#: A stream from SecantusDB asks for whole documents, not a projection, when the files loaded into
-#: the source average at most this many bytes of input per document (see :func:`whole_documents`).
+#: A stream from SecantusDB asks for whole documents, not a projection, when the stored documents of
+#: the source weigh at most this many bytes on average (see :func:`whole_documents`).
 WHOLE_DOCUMENT_BYTES = 2048
 
 
@@ -167,23 +171,59 @@ def whole_documents(db, collection: str) -> tuple[bool, str]:
     time, while sending the whole document costs bytes, which its encoder and the client's
     screen (:meth:`ingest.query.arrow.Converter.clean`) handle at C speed.  Small documents
     are read whole there; large ones (a Materials Project task is tens of kB) through the
-    projection.  The size is known without reading the collection (SecantusDB answers
-    ``collStats``, ``$sample`` and even ``find_one`` with a collection scan) from the load
-    ledger: bytes of input file per document written, a close estimate for text inputs
-    (``ssearch36 -m 10``: 1.17 kB of file per document, 1.23 kB of BSON) and a low one for
-    gzip-compressed inputs.  Documents loaded some other way (no ledger entry) are projected.
-    MongoDB projects in C++ and is always sent the projection.
+    projection.  What the stored documents weigh is measured (:func:`document_weight`), not
+    guessed from the input files (a gzip-compressed file is a fifth of its documents, a JSON
+    line two thirds of its BSON).  Documents loaded some other way (no ledger entry) are
+    projected.  MongoDB projects in C++ and is always sent the projection.
     """
     server = server_of(db)
     if server.kind != "SecantusDB":
         return False, f"projected ({server.kind} projects on the server)"
-    per_doc = Ledger(db).input_bytes_per_document(collection)
-    if per_doc is None:
+    measured = document_weight(db, collection)
+    if measured is None:
         return False, "projected (no loaded file on record wrote into it)"
+    per_doc, documents = measured
+    sample = f"{per_doc:,.0f} bytes a stored document, over {documents:,} measured"
     if per_doc > WHOLE_DOCUMENT_BYTES:
-        return False, f"projected ({per_doc:,.0f} bytes of input per document, over {WHOLE_DOCUMENT_BYTES:,})"
-    return True, (f"whole documents (SecantusDB projects in Python; {per_doc:,.0f} bytes of input per document, "
-                  f"at most {WHOLE_DOCUMENT_BYTES:,})")
+        return False, f"projected ({sample}, over {WHOLE_DOCUMENT_BYTES:,})"
+    return True, f"whole documents (SecantusDB projects in Python; {sample}, at most {WHOLE_DOCUMENT_BYTES:,})"
+
+
+#: How many loaded files' documents, and how many of each, :func:`stored_bytes_per_document` measures.
+SAMPLE_FILES, SAMPLE_DOCUMENTS = 5, 40
+
+
+def document_weight(db, collection: str) -> tuple[float, int] | None:
+    """(BSON bytes per stored document, documents measured) of ``collection``: measured by
+    :func:`stored_bytes_per_document` and kept in ``analysis_state`` (``weight:<collection>``)
+    until a loaded file changes the collection (:mod:`analytics.changes`: an index seek)."""
+    key = f"weight:{collection}"
+    found = changes(db, key, {collection})
+    if found.known and not found.pending and found.state.get("bytes"):
+        return float(found.state["bytes"]), int(found.state["documents"])
+    measured = stored_bytes_per_document(db, collection)
+    if measured is not None:
+        record_state(db, key, found.after, bytes=measured[0], documents=measured[1])
+    return measured
+
+
+def stored_bytes_per_document(db, collection: str) -> tuple[float, int] | None:
+    """(BSON bytes per stored document, documents measured) over up to :data:`SAMPLE_DOCUMENTS`
+    documents of each of :data:`SAMPLE_FILES` loaded files that wrote into ``collection``, the
+    files with the fewest such documents first, each file's found by an index on its content (a
+    hit's search id prefix, a search's ``source.sha256``, a record's ``_source.sha256``: SecantusDB
+    scans for a range of ``_id`` and sends a result only once it has all of it); None when no
+    loaded file wrote into it, or its documents cannot be found that way."""
+    paths = {HITS: "search_id", SEARCHES: "source.sha256", MATERIALS: "_source.sha256", TASKS: "_source.sha256"}
+    if collection not in paths:
+        return None
+    size = documents = 0
+    for sha in Ledger(db).contents_writing(collection, SAMPLE_FILES):
+        selector = {paths[collection]: prefix_range(search_id_prefix(sha)) if collection == HITS else sha}
+        for batch in db[collection].find_raw_batches(selector, limit=SAMPLE_DOCUMENTS, batch_size=SAMPLE_DOCUMENTS):
+            documents += len(batch_starts(batch)) - 1
+            size += len(batch)
+    return (size / documents, documents) if documents else None
 
 
 def read_mode(mode: str | None = None) -> str:

@@ -30,7 +30,7 @@ from bson.errors import InvalidBSON
 from ingest.schema import Column, Schema, get_path
 from ingest.store.mongo import db_errors, shared_client
 
-__all__ = ["StreamSpec", "read_chunks", "chunk_frame"]
+__all__ = ["StreamSpec", "read_chunks", "chunk_frame", "batch_starts"]
 
 #: Documents per server round trip, and per chunk unless a spec says otherwise.
 BATCH_SIZE = 5_000
@@ -87,7 +87,7 @@ def read_chunks(spec: StreamSpec) -> Iterator[tuple[int, bytes]]:
                                            sort=sort, batch_size=BATCH_SIZE)
             try:
                 for batch in cursor:
-                    starts = _starts(batch)
+                    starts = batch_starts(batch)
                     i, n = 0, len(starts) - 1
                     while i < n:
                         room = spec.chunk_rows - count
@@ -152,7 +152,7 @@ def _converter(columns: tuple[Column, ...]):
 _UNSET = object()
 
 
-def _starts(batch: bytes) -> list[int]:
+def batch_starts(batch: bytes) -> list[int]:
     """Where each document of a raw batch starts, and the batch's end."""
     starts = [0]
     end, pos = len(batch), 0

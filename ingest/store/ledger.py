@@ -175,15 +175,11 @@ class Ledger:
         return self.retry("reading the ledger", self.coll.count_documents, {
             "status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}, f"records.{source}": {"$gt": 0}})
 
-    def input_bytes_per_document(self, collection: str, sample: int = 200) -> float | None:
-        """Bytes of input file per document written, over up to ``sample`` loaded files that wrote
-        into ``collection`` (all their documents counted); None when no such file is on record."""
+    def contents_writing(self, collection: str, limit: int) -> list[str]:
+        """Up to ``limit`` contents (sha256) of loaded files that wrote into ``collection``, those
+        with the fewest documents there first, among the first ``4 * limit`` found."""
         entries = self.retry("reading the ledger", lambda: list(self.coll.find(
-            {"status": "loaded", f"records.{collection}": {"$gt": 0}, "size": {"$gt": 0}},
-            {"size": 1, "records": 1, "_id": 0}).limit(sample)))
-        entries = [e for e in entries if isinstance(e.get("records"), dict)
-                   and isinstance(e.get("size"), (int, float)) and not isinstance(e.get("size"), bool)]
-        documents = sum(n for e in entries for n in e["records"].values()
-                        if isinstance(n, int) and not isinstance(n, bool) and n > 0)
-        size = sum(e["size"] for e in entries)
-        return size / documents if documents else None
+            {"status": "loaded", f"records.{collection}": {"$gt": 0}, "sha256": {"$type": "string"}},
+            {"sha256": 1, f"records.{collection}": 1, "_id": 0}).limit(4 * limit)))
+        count = lambda e: e["records"][collection] if isinstance(e["records"][collection], (int, float)) else 0  # noqa: E731
+        return [e["sha256"] for e in sorted(entries, key=count)[:limit]]
