@@ -102,11 +102,11 @@ test-ui: install
 # builds the SCALE-3 corpus when missing (about 4 minutes), loads its 1x and 10x databases
 # (about 7 minutes) and measures every analysis stage and validate against a bare read of
 # the same fields, three rounds at each scale, then the whole commands (about 25 minutes).
-# bench_study.py: the study's shape, 20,000 one-query ssearch36 -m 10 files (built once, about 10
-# minutes on 2 cores) loaded, re-loaded, analysed (each stage against a bare read), validated,
+# bench_study.py: the study's shape, 20,000 one-query ssearch36 -m 10 files (built once, about a
+# minute on 2 cores) loaded, re-loaded, analysed (each stage against a bare read), validated,
 # grown by 1 % and analysed with --changed, `run` with nothing new, the --changed outputs against
 # a full analyze, the server's RSS at each step, and a linear projection to 1.1 million files
-# (about 15 minutes; --quick: 2,000 files).
+# (about 7 minutes; --quick: 2,000 files, about 2).
 bench: install compiled
 	$(BIN)/python benchmarks/bench_pasta.py
 	$(BIN)/python benchmarks/bench_json_layouts.py --mb 200
