@@ -196,9 +196,9 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
                 for start in range(0, len(docs), 1000):
                     coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
                                     ordered=False, session=session)  # fmt: skip
-                for start in range(0, len(scope.prefixes), 500):
-                    gone = [{"_id": prefix_range(p)} for p in scope.prefixes[start:start + 500]]
-                    coll.delete_many({"$or": gone, "run_id": {"$ne": run_id}}, session=session)
+                for prefix in scope.prefixes:  # one seek each: an $or of ranges is a scan on SecantusDB
+                    coll.delete_many({analysis.group_key: prefix_range(prefix), "run_id": {"$ne": run_id}},
+                                     session=session)
 
             if server_of(coll.database).topology == "standalone" or len(docs) > MAX_ATOMIC_ROWS:
                 log.warning("%s.%s: the changed rows are written in batches, not in one transaction (%s): a "

@@ -27,7 +27,8 @@ An analysis is a :class:`Analysis` declaration in a module of the
 * ``file_prefix`` (optional): input file content (sha256) in, the prefix every
   group key made from that file starts with out.  Declared by an analysis with
   one output row per group, it can be brought up to date with only the groups of
-  the files loaded since it last ran (:mod:`analytics.increment`);
+  the files loaded since it last ran (:mod:`analytics.increment`); its output gets an index
+  on the group key (the changed groups' rows are replaced and removed by key ranges);
 * ``questions`` analysts ask of the output and the ``indexes`` that answer them
   (each a list of ``(field, 1 | -1)``; built before the output is published, so
   the collection never appears without them);
@@ -154,7 +155,12 @@ class Analysis:
             raise ConfigError(f"analysis {self.name}: output_id {self.output_id!r} is not an output column")
         if self.group_key is not None and self.group_key not in self.schema.names:
             raise ConfigError(f"analysis {self.name}: group_key {self.group_key!r} is not an input column")
-        object.__setattr__(self, "indexes", tuple(tuple((f, int(d)) for f, d in ix) for ix in self.indexes))
+        indexes = tuple(tuple((f, int(d)) for f, d in ix) for ix in self.indexes)
+        if self.file_prefix is not None and self.group_key and not any(ix[0][0] == self.group_key for ix in indexes):
+            # the changed publish removes a vanished group's rows by its key's range: an index seek
+            # (SecantusDB scans a range of _id, and an $or of ranges whatever the field)
+            indexes += (((self.group_key, 1),),)
+        object.__setattr__(self, "indexes", indexes)
         for ix in self.indexes:
             unknown = [f for f, _ in ix if f not in self.output_types and f != "_id"]
             if unknown or any(d not in (1, -1) for _, d in ix):

@@ -199,26 +199,51 @@ def document_weight(db, collection: str) -> tuple[float, int] | None:
     until a loaded file changes the collection (:mod:`analytics.changes`: an index seek)."""
     key = f"weight:{collection}"
     found = changes(db, key, {collection})
-    if found.known and not found.pending and found.state.get("bytes"):
+    known = found.known and found.state.get("bytes") and found.state.get("documents")
+    if known and not found.pending:
         return float(found.state["bytes"]), int(found.state["documents"])
-    measured = stored_bytes_per_document(db, collection)
+    if known:  # the changed files' documents, averaged with what was measured before (as if of 200 at most)
+        contents = _fewest_first([e for e in found.pending if e.get("status") == "loaded"], collection)
+        measured = stored_bytes_per_document(db, collection, contents)
+        if measured is not None:
+            before = min(int(found.state["documents"]), 200)
+            total = measured[1] + before
+            measured = ((measured[0] * measured[1] + float(found.state["bytes"]) * before) / total, total)
+        else:
+            measured = float(found.state["bytes"]), int(found.state["documents"])
+    else:
+        measured = stored_bytes_per_document(db, collection)
     if measured is not None:
         record_state(db, key, found.after, bytes=measured[0], documents=measured[1])
     return measured
 
 
-def stored_bytes_per_document(db, collection: str) -> tuple[float, int] | None:
+def _fewest_first(entries: list[dict], collection: str) -> list[str]:
+    """The contents of ``entries`` (ledger entries), those with the fewest documents in ``collection``
+    first, at most :data:`SAMPLE_FILES`."""
+    def count(entry: dict) -> float:
+        n = (entry.get("records") or {}).get(collection) if isinstance(entry.get("records"), dict) else None
+        return n if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else float("inf")
+
+    ranked = sorted((e for e in entries if isinstance(e.get("sha256"), str) and count(e) < float("inf")), key=count)
+    return [e["sha256"] for e in ranked[:SAMPLE_FILES]]
+
+
+def stored_bytes_per_document(db, collection: str, contents: list[str] | None = None) -> tuple[float, int] | None:
     """(BSON bytes per stored document, documents measured) over up to :data:`SAMPLE_DOCUMENTS`
     documents of each of :data:`SAMPLE_FILES` loaded files that wrote into ``collection``, the
     files with the fewest such documents first, each file's found by an index on its content (a
     hit's search id prefix, a search's ``source.sha256``, a record's ``_source.sha256``: SecantusDB
     scans for a range of ``_id`` and sends a result only once it has all of it); None when no
-    loaded file wrote into it, or its documents cannot be found that way."""
+    loaded file wrote into it, or its documents cannot be found that way.  ``contents``: the files
+    to measure (default: from the ledger)."""
     paths = {HITS: "search_id", SEARCHES: "source.sha256", MATERIALS: "_source.sha256", TASKS: "_source.sha256"}
     if collection not in paths:
         return None
     size = documents = 0
-    for sha in Ledger(db).contents_writing(collection, SAMPLE_FILES):
+    if contents is None:
+        contents = Ledger(db).contents_writing(collection, SAMPLE_FILES)
+    for sha in contents:
         selector = {paths[collection]: prefix_range(search_id_prefix(sha)) if collection == HITS else sha}
         for batch in db[collection].find_raw_batches(selector, limit=SAMPLE_DOCUMENTS, batch_size=SAMPLE_DOCUMENTS):
             documents += len(batch_starts(batch)) - 1
