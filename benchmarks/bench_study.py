@@ -68,8 +68,10 @@ from bench_small_files import INPUTS, STUDY_FILES, _proteins  # noqa: E402
 from load_measure import CLI, ROOT, Server, run_monitored  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from analytics import increment  # noqa: E402
-from analytics.registry import get_analysis  # noqa: E402
+try:  # for the projection's note only
+    from analytics.increment import MAX_CHANGED  # noqa: E402
+except Exception:  # a checkout being edited: the note goes without it
+    MAX_CHANGED = None
 
 BENCH_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "sci-ingest-bench"
 PER_FOLDER = 1000
@@ -290,22 +292,41 @@ def _norm(value):
     return value
 
 
+_OUTPUTS = """
+import json
+from analytics.registry import get_analysis
+print(json.dumps({n: [get_analysis(n).output, get_analysis(n).parquet_name, get_analysis(n).output_id] for n in %r}))
+"""
+
+
+def outputs_of(names: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each analysis's output collection, Parquet file name and id column, asked of a fresh
+    interpreter (this one's modules may be older than the files of a checkout being edited)."""
+    deadline = time.monotonic() + RETRY_FOR[0]
+    while True:
+        out = subprocess.run([sys.executable, "-c", _OUTPUTS % (names,)], capture_output=True, text=True, cwd=ROOT)
+        if out.returncode == 0:
+            return json.loads(out.stdout)
+        if time.monotonic() + RETRY_AFTER_S > deadline:
+            raise SystemExit(f"the analyses' outputs: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+        time.sleep(RETRY_AFTER_S)
+
+
 def snapshot(db, out_dir: Path, into: Path) -> dict:
     """The output collections (rows by ``_id``, without ``run_id``) and copies of their Parquet files."""
     into.mkdir(parents=True, exist_ok=True)
     snap = {}
-    for name in PASTA:
-        a = get_analysis(name)
+    for name, (output, parquet_name, output_id) in outputs_of(PASTA).items():
         rows = {}
-        for doc in db[a.output].find({}):
+        for doc in db[output].find({}):
             doc.pop("run_id", None)
             rows[doc["_id"]] = _norm(doc)
-        parquet = out_dir / a.parquet_name
-        copy = into / a.parquet_name
+        parquet = out_dir / parquet_name
+        copy = into / parquet_name
         if parquet.is_file():
             shutil.copy(parquet, copy)
-        snap[name] = {"collection": a.output, "rows": rows, "parquet": copy if parquet.is_file() else None,
-                      "id": a.output_id}
+        snap[name] = {"collection": output, "rows": rows, "parquet": copy if parquet.is_file() else None,
+                      "id": output_id}
     return snap
 
 
@@ -452,7 +473,7 @@ def figures(result: dict, n: int) -> dict:
     projection["changed_plus_ms_per_new_file"] = (
         best_changed["seconds"] / max(1, n // 100) * 1000
         if best_changed and (best_changed.get("scope") or {}).get("mode") == "changed" else None)
-    limit = getattr(increment, "MAX_CHANGED", None)
+    limit = MAX_CHANGED
     plus_files = STUDY_FILES // 100
     projection["note"] = (
         f"at 1.1 M files +1 % is {plus_files:,} files: more than analytics.increment.MAX_CHANGED ({limit:,}), so "
