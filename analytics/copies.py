@@ -21,7 +21,7 @@ from ingest.store import curated
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "GROUP_KEY", "one_copy"]
+__all__ = ["COLUMNS", "GROUP_KEY", "one_copy", "drop_known"]
 
 COLUMNS = (
     curated.HITS.column("search_id"),
@@ -43,3 +43,16 @@ def one_copy(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     kept = df.loc[~copies].copy()
     kept["search_fingerprint"] = fingerprint[~copies].to_numpy()
     return kept, int(copies.sum())
+
+
+def drop_known(new: pd.DataFrame, before: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """``new`` (hits of files just loaded) without the hits of searches ``before`` holds (hits of
+    files loaded earlier): those are copies, counted already; and how many went.  A hit without a
+    fingerprint is its search's own (its search id), so never one of ``before``'s."""
+    if not len(new) or not len(before):
+        return new, 0
+    known = set(before["search_fingerprint"].dropna())
+    copy = (new["search_fingerprint"].isin(known).to_numpy() & new["search_fingerprint"].notna().to_numpy()
+            & new["rank"].notna().to_numpy())  # as one_copy: a hit without a rank is nobody's copy
+    return new.loc[~copy], int(copy.sum())
+

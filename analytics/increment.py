@@ -38,10 +38,12 @@ from pymongo import ReplaceOne
 
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
+from ingest.schema import conform
 from ingest.query.plan import ensure_exact_indexes, server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from analytics.changes import changes, record_state
+from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
 from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_scope", "WHOLE_ABOVE",
@@ -51,6 +53,11 @@ __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_s
 WHOLE_ABOVE = 0.5
 #: Above this many changed files, the whole collection is read (one key range per file).
 MAX_CHANGED = 5000
+#: What a merged table is made of (an aggregate's published table is merged into only when the
+#: state says this form made it: identities summed in millionths, descriptions the smallest).
+MERGE_FORM = 1
+#: Values per ``$in`` query (SecantusDB's cost per element grows with the list).
+IN_CHUNK = 50
 #: Up to this many changed files are read by their key ranges without asking how many are loaded (a
 #: count of the ledger, which SecantusDB answers by a scan): a hundred seeks cost less than that.
 COUNT_ABOVE = 100
@@ -64,7 +71,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class Scope:
     """What one run of an analysis reads: ``whole``, ``changed`` (the groups of some
-    files' contents) or ``none`` (nothing changed: the run is skipped), and why."""
+    files' contents), ``merged`` (new files' rows, merged into an aggregate's table) or ``none``
+    (nothing changed: the run is skipped), and why."""
 
     mode: str
     reason: str
@@ -76,10 +84,12 @@ class Scope:
     state: dict | None = None
     #: the run that publishes (set by the runner)
     run_id: str = ""
+    #: changed, merged: the documents the changed files wrote into the source (what the run reads)
+    documents: int | None = None
 
     def describe(self) -> dict:
         out = {"mode": self.mode, "reason": self.reason}
-        if self.mode == "changed":
+        if self.mode in ("changed", "merged"):
             out["files"] = self.files
         return out
 
@@ -123,7 +133,7 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
         return Scope("none", f"nothing loaded into {', '.join(sorted(sources))} since {analysis.name} last ran: "
                              "its output is current", state=after)  # fmt: skip
     files = f"{len(pending)} file(s) changed {', '.join(sorted(sources))} since {analysis.name} last ran"
-    if analysis.file_prefix is None:
+    if analysis.file_prefix is None and analysis.merge is None:
         return whole(f"whole collection: {files}, and it aggregates over all of them (no incremental form)")
     if len(pending) > MAX_CHANGED:
         return whole(f"whole collection: {files}, more than {MAX_CHANGED}")
@@ -133,13 +143,76 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
         if len(pending) > WHOLE_ABOVE * loaded:
             return whole(f"whole collection: {len(pending)} of {loaded} loaded files changed (over "
                          f"{WHOLE_ABOVE:.0%}: one pass is cheaper)")
+    if analysis.merge is not None:
+        return _merge_scope(analysis, pending, files, found.state, after)
     contents = {e["sha256"] for e in pending if e.get("sha256")}
     replaced = {sha for e in pending for sha in e.get("previous") or () if isinstance(sha, str)} - contents
     prefixes = tuple(sorted({analysis.file_prefix(sha) for sha in contents | replaced}))
     what = f"only the groups of the {files}"
     if replaced:
         what += f" ({len(replaced)} replaced: the groups of their old contents are recomputed or removed)"
-    return Scope("changed", what, prefixes=prefixes, files=len(pending), state=after)
+    return Scope("changed", what, prefixes=prefixes, files=len(pending), state=after,
+                 documents=_written(pending, analysis.source))
+
+
+def _written(entries: list[dict], source: str) -> int:
+    """The documents ``entries`` (ledger entries) wrote into ``source``, as the ledger counts them."""
+    counts = [(e.get("records") or {}).get(source) if isinstance(e.get("records"), dict) else 0 for e in entries]
+    return sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+
+
+def _merge_scope(analysis, pending: list[dict], files: str, state: dict, after: dict) -> Scope:
+    """New files merged into an aggregate's published table; anything else: the whole source."""
+    if state.get("merge_form") != MERGE_FORM:
+        return Scope("whole", f"whole collection: {files}; its published table was not made to be merged into",
+                     state=after)
+    other = [e for e in pending if e.get("status") != "loaded" or e.get("previous")]
+    if other:
+        return Scope("whole", f"whole collection: {files}, {len(other)} of them replaced, reloaded or failed "
+                              "(only new files are merged)", state=after)  # fmt: skip
+    added = [e for e in pending if not e.get("duplicate_of") and isinstance(e.get("sha256"), str)]
+    if not added:
+        return Scope("none", f"{files}, each a copy of a loaded file: its output is current", state=after)
+    prefixes = tuple(sorted({analysis.merge.prefix(e["sha256"]) for e in added}))
+    return Scope("merged", f"the {len(added)} new file(s) merged into the published table ({files})",
+                 prefixes=prefixes, files=len(added), state=after, documents=_written(added, analysis.source))
+
+
+def merge_new(analysis, uri: str, db_name: str, out_dir: Path, scope: Scope):
+    """(table, left-out counts, rows read, how) of a merged run, or None when the analysis cannot merge
+    them (see :class:`analytics.registry.Merge`): the new files' rows (one key range each), the rows
+    of files loaded before that share a ``before_by`` value with them (``$in`` in chunks), and the
+    published table with its counts."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
+    import pandas as pd  # noqa: PLC0415 - lazy: as above; pandas costs 0.3 s
+
+    merge, columns = analysis.merge, analysis.columns
+    path = {c.name: c.path for c in columns}
+
+    def rows(queries: list[dict]):
+        spec = StreamSpec(uri=uri, db_name=db_name, collection=analysis.source, queries=tuple(queries),
+                          columns=columns)
+        frames = [chunk_frame(columns, raw) for _, raw in read_chunks(spec)] if queries else []
+        return pd.concat(frames, ignore_index=True) if frames else analysis.schema.empty()
+
+    new = rows([{path[merge.by]: prefix_range(p)} for p in scope.prefixes])
+    before = []
+    for name in merge.before_by:
+        values = sorted(set(new[name].dropna()))
+        before.append(rows([{path[name]: {"$in": values[i:i + IN_CHUNK]}} for i in range(0, len(values), IN_CHUNK)]))
+    before = pd.concat(before, ignore_index=True) if before else analysis.schema.empty()
+    if len(before):  # the new files' own rows are not "before"
+        mine = before[merge.by].astype("object").str.slice(0, len(scope.prefixes[0])).isin(scope.prefixes)
+        before = before.loc[~mine.fillna(False).to_numpy()]
+    table = pq.read_table(Path(out_dir) / analysis.parquet_name)
+    meta = json.loads((table.schema.metadata or {}).get(b"sci_ingest", b"{}"))
+    output = conform(table.drop([c for c in table.column_names if c == "run_id"]).to_pandas(), analysis.output_types)
+    merged = merge.function(output, dict(meta.get("excluded") or {}), new, before)
+    if merged is None:
+        return None
+    how = {"mode": "merged", "reason": f"{len(new):,} rows of {scope.files} new file(s) and {len(before):,} rows "
+                                       f"of earlier files that share {', '.join(merge.before_by)} with them"}
+    return merged[0], merged[1], len(new) + len(before), how
 
 
 def scoped_queries(analysis, scope: Scope) -> tuple[dict, ...]:
@@ -220,6 +293,8 @@ def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:
     if scope.state is None:
         return
     fields = {"mode": scope.mode, "output": analysis.output}
+    if analysis.merge is not None:
+        fields["merge_form"] = MERGE_FORM
     if scope.mode != "none":
         fields["published"] = scope.run_id
     with db_errors(f"recording the state of {analysis.name} in {db_name}", uri=uri):

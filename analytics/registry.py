@@ -52,6 +52,9 @@ An analysis is a :class:`Analysis` declaration in a module of the
   ``(units, {reason: count})``; ``per_group`` runs on a worker once per unit;
   ``combine`` then gets the ``per_group`` results instead of the partials, and
   the counts of both are added up;
+* ``merge`` (optional): a :class:`Merge` -- how an aggregate over the whole source takes in
+  the documents of new files without reading the others again (``hit_distributions``,
+  ``library_hits``);
 * ``summary`` (optional): the output frame in, ``{name: number}`` out -- a few
   numbers describing the output as a whole (e.g. quantiles of a difference),
   kept with the result (:attr:`analytics.runner.AnalysisResult.summary`) and in
@@ -76,10 +79,11 @@ from typing import Any, Callable
 
 from ingest.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
                               output_dtypes)
+from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError, ConfigError
 import analytics.analyses as analyses_package
 
-__all__ = ["Analysis", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
+__all__ = ["Analysis", "Merge", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
            "select_analyses", "concat_by_id", "gather_partials", "output_table", "RUN_ID"]
 
 #: The column every published row carries besides the declared ones, declared as they are.
@@ -121,6 +125,25 @@ class Side:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """How an aggregate takes in the documents of new files without reading the others again.
+
+    ``function(output, excluded, new, before)`` gets the published table and its left-out
+    counts, the new files' rows (the declared columns) and the rows of files loaded before that
+    share a value of one of the ``before_by`` columns with them (each an index seek), and returns
+    ``(table, counts)`` as a whole run over all of them would, or None when it cannot (the table
+    is then computed whole).  A new file's documents are those whose ``by`` column starts with
+    ``prefix(content sha256)``.  Only new files are merged: a file replaced or reloaded makes
+    the next run read the whole source (:mod:`analytics.increment`).
+    """
+
+    function: Callable[..., Any]
+    before_by: tuple[str, ...] = ()
+    by: str = "search_id"
+    prefix: Callable[[str], str] = search_id_prefix
+
+
+@dataclass(frozen=True)
 class Analysis:
     """The declaration of one analysis (see the module docstring)."""
 
@@ -145,6 +168,7 @@ class Analysis:
     regroup: Callable[[list], tuple[list, dict[str, int]]] | None = None
     per_group: Callable[[Any], Any] | None = None
     summary: Callable[[Any], dict[str, float]] | None = None
+    merge: Merge | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", Schema(self.columns).columns)
@@ -171,6 +195,11 @@ class Analysis:
         if self.file_prefix is not None and (self.join is not None or self.regroup is not None):
             raise ConfigError(f"analysis {self.name}: file_prefix cannot go with a side input or a regroup "
                               "stage (an output row would depend on more than its group's file)")
+        if self.merge is not None:
+            unknown = [c for c in (self.merge.by, *self.merge.before_by) if c not in self.schema.names]
+            if unknown or self.join is not None or self.regroup is not None or self.file_prefix is not None:
+                raise ConfigError(f"analysis {self.name}: merge names columns it does not read ({unknown}) or goes "
+                                  "with a side input, a regroup stage or file_prefix")
         if self.file_prefix is not None and not self.mends_groups:
             raise ConfigError(f"analysis {self.name}: file_prefix needs one output row per group "
                               "(group_key == output_id, the default combine)")

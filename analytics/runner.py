@@ -58,7 +58,7 @@ from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes
 from ingest.store.mongo import db_errors, shared_client
-from analytics.increment import plan_scope, publish_changes, record_scope, scoped_queries
+from analytics.increment import merge_new, plan_scope, publish_changes, record_scope, scoped_queries
 from analytics.reading.partitions import range_filter, read_collection, read_partition
 from analytics.reading.planning import default_partitions, plan_reads
 from analytics.registry import Analysis, output_table, select_analyses
@@ -356,7 +356,8 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
 # ------------------------------------------------------------------ running
 def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path,
                  partitions: int | None = None, *, partition_key: str | None = None,
-                 read_mode: str | None = None, incremental: bool = False, scope=None) -> AnalysisResult:
+                 read_mode: str | None = None, incremental: bool = False, scope=None,
+                 client_for=None) -> AnalysisResult:
     """Run one analysis on the Dask ``client`` and publish its output.
 
     ``partition_key`` overrides the declared one (the runner then shuffles on
@@ -366,7 +367,8 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     loaded since the analysis last ran, where it allows that (see
     :mod:`analytics.increment`; the result's ``scope`` says what was read and why); ``scope``: that
     plan, made already (:func:`analytics.increment.plan_scope`; ``client`` may then be None when its
-    mode is ``none``).
+    mode is ``none`` or ``merged``, and ``client_for()`` gives one should the merge fall back to a
+    whole read).
     """
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
@@ -380,6 +382,29 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         return AnalysisResult(name=analysis.name, records_in=0, records_out=0, partitions=0,
                               collection=analysis.output, parquet_path=out_dir / analysis.parquet_name,
                               run_id=run_id, seconds=time.perf_counter() - started, scope=scope.describe())  # fmt: skip
+    merged = None
+    if scope.mode == "merged":
+        try:
+            with db_errors(f"reading what is new for {analysis.name}", uri=uri):
+                merged = merge_new(analysis, uri, db_name, out_dir, scope)
+        except SciIngestError:
+            raise
+        except Exception as exc:  # pandas failures inside the merge
+            raise AnalysisError(f"analysis {analysis.name} failed: {type(exc).__name__}: {exc}") from exc
+        if merged is None:
+            scope = replace(scope, mode="whole", reason=f"whole collection: {analysis.name} could not merge the new "
+                                                        "files into its table")  # fmt: skip
+    if merged is not None:
+        frame, excluded, records_in, read = merged
+        summary = dict(analysis.summary(frame)) if analysis.summary is not None else {}
+        metadata = {"records_in": records_in, "partitions": 1, "excluded": excluded, "read": read}
+        publishing = time.perf_counter()
+        collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
+                                            {**metadata, "scope": scope.describe()})  # fmt: skip
+        return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, 1, collection,
+                     parquet_path, run_id, excluded, read, summary)
+    if client is None and client_for is not None:
+        client = client_for()
     try:
         partials, records_in, n_parts, plan, joined = _compute(analysis, client, uri, db_name, partitions,
                                                                partition_key or analysis.partition_key, read_mode,
@@ -404,6 +429,14 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     else:
         collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
                                             {**metadata, "scope": scope.describe()})  # fmt: skip
+    return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, n_parts, collection,
+                 parquet_path, run_id, excluded, read, summary)
+
+
+def _done(analysis: Analysis, scope, uri: str, db_name: str, started: float, publishing: float, records_in: int,
+          frame, n_parts: int, collection: str, parquet_path: Path, run_id: str, excluded: dict, read: dict,
+          summary: dict) -> AnalysisResult:
+    """The published run's state recorded, and its result."""
     publish_s = time.perf_counter() - publishing
     record_scope(uri, db_name, analysis, scope)
     result = AnalysisResult(
@@ -413,7 +446,7 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         summary=summary, publish_s=round(publish_s, 6),
     )
     log.info("analysis %s: %d in, %d out, %d partitions (%s), %.2fs", analysis.name, records_in, len(frame),
-             n_parts, plan.mode, result.seconds)
+             n_parts, read.get("mode"), result.seconds)
     return result
 
 

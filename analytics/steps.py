@@ -45,19 +45,31 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     # following changes, each analysis's plan first: with nothing changed no cluster is started
     scopes = {a.name: plan_scope(a, conn.uri, settings.db_name, settings.out_dir, True)
               for a in chosen} if incremental else {}  # fmt: skip
-    busy = [a for a in chosen if a.name not in scopes or scopes[a.name].mode != "none"]
+    # a skipped analysis needs no cluster, nor one that merges new files' rows (read here)
+    busy = [a for a in chosen if a.name not in scopes or scopes[a.name].mode not in ("none", "merged")]
     with ExitStack() as stack:
-        client = None
-        if busy:
-            cluster = cluster or Cluster(settings, timings, stack)
-            sources = {c for a in busy for c in (a.source, a.join and a.join.source) if c}
-            deciding = utcnow()
-            small = small_work(conn, settings, cluster, sources)
-            client = cluster.client("analyze", conn.uri, in_process=small is not None, since=deciding)
+        started: list = []
+
+        def client_for(analyses: list):
+            if not started:
+                run_cluster = cluster or Cluster(settings, timings, stack)
+                deciding = utcnow()
+                # the changed files' documents are what a run following changes reads: the ledger counts them
+                read = [scopes[a.name].documents if a.name in scopes else None for a in analyses]
+                if None not in read and not run_cluster.started and not settings.dask_scheduler and settings.small_work > 0:
+                    small = sum(read) if sum(read) <= settings.small_work else None
+                else:
+                    sources = {c for a in analyses for c in (a.source, a.join and a.join.source) if c}
+                    small = small_work(conn, settings, run_cluster, sources)
+                started.append(run_cluster.client("analyze", conn.uri, in_process=small is not None, since=deciding))
+            return started[0]
+
+        client = client_for(busy) if busy else None
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
-                                      settings.out_dir, incremental=incremental, scope=scopes.get(analysis.name))
+                                      settings.out_dir, incremental=incremental, scope=scopes.get(analysis.name),
+                                      client_for=lambda a=analysis: client_for([a]))
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded,

@@ -190,6 +190,8 @@ def _scope_note(scope: dict) -> str:
     """What an incremental run read, when it was not the whole source."""
     if scope.get("mode") == "changed":
         return f"; read only the groups of {scope['files']} changed file(s)"
+    if scope.get("mode") == "merged":
+        return f"; merged the rows of {scope['files']} new file(s) into its table"
     if scope.get("mode") == "none":
         return "; skipped: nothing changed since it last ran"
     return ""

@@ -117,7 +117,7 @@ def test_each_kind_of_change_is_followed_exactly(cli, tmp_path):
     assert code == 0, err[-3000:]
     scopes = _scopes(report)
     assert scopes["best_hits"] == {**scopes["best_hits"], "mode": "changed", "files": 1}
-    assert scopes["hit_distributions"]["mode"] == "whole" and scopes["hull_energy"]["mode"] == "none"
+    assert scopes["hit_distributions"]["mode"] == "merged" and scopes["hull_energy"]["mode"] == "none"
     kept = {s["suite"] for s in report["validation"]["suites"] if s.get("verdict_of")}
     checked = {s["suite"] for s in report["validation"]["suites"] if not s.get("verdict_of")}
     assert "materials" in " ".join(kept) and "hits" in " ".join(checked), (kept, checked)
@@ -175,3 +175,34 @@ def test_a_failed_verdict_stands_and_still_fails_the_run(cli, tmp_path):
     assert failed and all(s["verdict_of"] == first["run_id"] for s in failed)
     code, full, err = run("run", "--full", str(land))  # checked again, with the same verdict
     assert code == 1 and not any(s.get("verdict_of") for s in full["validation"]["suites"])
+
+
+def test_new_files_are_merged_into_the_aggregates_exactly(cli, tmp_path):
+    """hit_distributions and library_hits take new files in without reading the others: copies of
+    searches loaded before count once, a (sequence, query) pair held before is no new query."""
+    run, db, out = cli
+    land = tmp_path / "land"
+    land.mkdir()
+    samples = REPO / "samples" / "pasta"
+    for name in ("ssearch36_full_seq.m10", "fasta36_dna.m10", "fasta36_prot.m10"):
+        shutil.copy(samples / name, land / name)
+    code, first, err = run("run", str(land))
+    assert code == 0, err[-3000:]
+    # the same queries again (other programs, the same libraries), and a concatenation of runs
+    for name in ("ssearch36_m9c.m10", "glsearch36.m10", "concatenated_runs.m10", "ssearch36_F10_file.m10"):
+        shutil.copy(samples / name, land / name)
+    code, report, err = run("run", str(land))
+    assert code == 0, err[-3000:]
+    scopes = _scopes(report)
+    for name in ("hit_distributions", "library_hits"):
+        assert scopes[name]["mode"] == "merged" and scopes[name]["files"] == 4, scopes[name]
+    merged = {a["name"]: a for a in report["analysis"]}
+    excluded = {name: _excluded(out, name) for name in ("hit_distributions", "library_hits")}
+    assert excluded["library_hits"]["copies"] > 0  # the concatenation holds searches loaded before
+    _same_as_full(run, db, out)
+    assert {name: _excluded(out, name) for name in excluded} == excluded  # the left-out counts too
+    assert merged["library_hits"]["records_in"] < sum(db.hits.count_documents({}) for _ in [0])
+
+
+def _excluded(out: Path, name: str) -> dict:
+    return json.loads(pq.read_schema(out / f"{name}.parquet").metadata[b"sci_ingest"])["excluded"]

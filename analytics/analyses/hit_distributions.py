@@ -21,8 +21,10 @@ the hits are grouped on their search's fingerprint, one copy of each kept; the c
 left out are counted, ``copies``).
 
 Partition: counts per (program, measure, bin) of its hits; combine: their sums,
-once.  Hits left out of a measure are counted by reason: no program, no
-identity / E-value, an identity outside [0, 1], a negative or non-finite E-value.
+once.  New files' hits are added to the published counts (``merge``: a search loaded before
+counts once) without reading the others again.  Hits left out of a measure are counted by
+reason: no program, no identity / E-value, an identity outside [0, 1], a negative or
+non-finite E-value.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from analytics import copies
-from analytics.registry import Analysis, gather_partials
+from analytics.registry import Analysis, Merge, gather_partials
 from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.store import curated
 from ingest.store.catalog import HITS
@@ -159,6 +161,31 @@ def hits_combine(partials: list[tuple[pd.DataFrame, dict[str, int]]]) -> tuple[p
     return out.reset_index(drop=True), excluded
 
 
+def as_partial(output: pd.DataFrame) -> pd.DataFrame:
+    """A published table as one partial of :func:`hits_combine`: its counts per (program, measure, bin)."""
+    if not len(output):
+        return empty(PARTIAL_TYPES)
+    identity = (output["measure"] == IDENTITY).to_numpy()
+    lo = pd.to_numeric(output["bin_lo"], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    zero = output["evalue_zero"].astype(bool).to_numpy()
+    bins = np.where(identity, np.round(np.nan_to_num(lo) * IDENTITY_BINS), np.where(zero, ZERO_BIN, np.nan_to_num(lo)))
+    frame = pd.DataFrame({"program": output["program"].astype("object").to_numpy(),
+                          "measure": output["measure"].astype("object").to_numpy(),
+                          "bin": bins.astype("int64"), "count": output["count"].astype("int64").to_numpy()})
+    return conform(frame[frame["count"] > 0].reset_index(drop=True), PARTIAL_TYPES)
+
+
+def hits_merge(output: pd.DataFrame, excluded: dict[str, int], new: pd.DataFrame,
+               before: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The published table (and its left-out counts) with the hits of new files added: what a whole
+    run over all of them gives.  ``before``: the hits of files loaded earlier that share a search
+    (fingerprint) with the new ones: their copies in ``new`` are counted once already."""
+    new, known = copies.drop_known(new, before)
+    partial, counts = hits_partial(new)
+    counts["copies"] += known
+    return hits_combine([(as_partial(output), excluded), (partial, counts)])
+
+
 def hit_distributions(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     """The whole analysis on one in-memory frame: (table, left-out counts)."""
     return hits_combine([hits_partial(df)])
@@ -235,4 +262,5 @@ ANALYSIS = Analysis(
                "how many hits of program P have an E-value below 1e-k, or exactly 0"),
     indexes=((("program", 1), ("measure", 1)),),
     plot=plot_hit_distributions,
+    merge=Merge(function=hits_merge, before_by=(copies.GROUP_KEY,)),  # counts: new files add theirs
 )

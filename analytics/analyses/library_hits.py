@@ -8,8 +8,9 @@ every search and program), ``n_queries`` (distinct queries that hit it),
 every count of distinct searches and hits: copies of one search in several files
 count once (:mod:`analytics.copies`; the copies left out are counted,
 ``copies``),
-``mean_identity`` over the hits with an identity (``n_identity`` of them),
-the longest ``hit_length`` and the first description seen.  Rows are sorted by
+``mean_identity`` over the hits with an identity (``n_identity`` of them; summed in
+millionths, so the same to the last bit however the hits are split), the longest
+``hit_length`` and the description (the smallest, should its hits differ).  Rows are sorted by
 ``n_hits`` (most first), then ``n_queries``, then the best E-value, and
 ``rank`` numbers them from 1: the first rows answer the question.  ``sequence``,
 the id, is ``<library>|<hit_id>`` with ``%`` and ``|`` percent-escaped in both
@@ -17,7 +18,10 @@ parts, so two different pairs never share an id.
 
 Partition: per partition, the hits' sums per sequence and the distinct
 (sequence, query) and (sequence, search) pairs (a query or a search may reach
-several partitions); combine: sums, minima and distinct counts over all of them.
+several partitions); combine: sums, minima and distinct counts over all of them.  New
+files' hits are merged into the published table (``merge``) without reading the others:
+with the earlier hits that share a search or a query with them (a copy counts once, a
+known pair is no new query).
 Hits without a library or a hit id are left out, counted (``no_library``,
 ``no_hit_id``).
 """
@@ -28,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from analytics import copies
-from analytics.registry import Analysis
-from ingest.schema import OutputColumn, empty, output_dtypes, require_columns
+from analytics.registry import Analysis, Merge
+from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.store import curated
 from ingest.store.catalog import HITS
 
@@ -45,7 +49,8 @@ OUTPUTS = (
     OutputColumn("rank", "int64", "1 = most hit (by hits, then distinct queries, then best E-value)", ""),
     OutputColumn("library", "str", "the library searched", ""),
     OutputColumn("hit_id", "str", "the library sequence's identifier", ""),
-    OutputColumn("hit_description", "str", "the library sequence's description (the first seen)", ""),
+    OutputColumn("hit_description", "str", "the library sequence's description (the smallest, should its hits "
+                                           "differ)", ""),
     OutputColumn("hit_length", "Int64", "the library sequence's length (the longest reported)", "residues"),
     OutputColumn("n_hits", "int64", "hits naming the sequence, over every search and program (copies of a "
                                     "search in several files counted once)", "count"),
@@ -60,6 +65,8 @@ OUTPUTS = (
 OUTPUT_TYPES: dict[str, str] = output_dtypes(OUTPUTS)
 
 EXCLUDED = ("no_library", "no_hit_id", "copies")
+#: Identities are summed in millionths (whole numbers): see :func:`library_partial`.
+MICRO = 1e6
 _KEY = ["library", "hit_id"]
 
 
@@ -85,7 +92,9 @@ def library_partial(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str
     evalue = pd.to_numeric(data["evalue"], errors="coerce").astype("float64")
     data["evalue"] = evalue.where(evalue >= 0)  # a negative E-value is not one: missing
     identity = pd.to_numeric(data["identity"], errors="coerce").astype("float64")
-    data["identity"] = identity.where((identity >= 0) & (identity <= 1))
+    # in millionths, whole numbers: their sums are exact in any order (below 2**53), so a table
+    # merged file by file and one summed at once agree to the last bit
+    data["identity"] = (identity.where((identity >= 0) & (identity <= 1)) * MICRO).round()
     groups = data.groupby(_KEY, sort=False, dropna=False)
     sums = pd.DataFrame({
         "n_hits": groups.size(),
@@ -94,7 +103,7 @@ def library_partial(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], dict[str
         "n_identity": groups["identity"].count(),
         "hit_length": pd.to_numeric(data["hit_length"], errors="coerce").groupby(
             [data["library"], data["hit_id"]], sort=False).max(),
-        "hit_description": groups["hit_description"].first(),
+        "hit_description": groups["hit_description"].min(),
     }).reset_index()
     pairs = {name: data.loc[data[name].notna(), _KEY + [name]].drop_duplicates()
              for name in ("query_id", "search_fingerprint")}
@@ -114,29 +123,83 @@ def library_combine(partials: list[tuple[dict, dict[str, int]]]) -> tuple[pd.Dat
             searches.append(part["search_fingerprint"])
     if not sums:
         return empty(OUTPUT_TYPES), excluded
+    out = _added(sums)
+    out["n_queries"] = pd.concat(queries).drop_duplicates().groupby(_KEY).size()
+    out["n_searches"] = pd.concat(searches).drop_duplicates().groupby(_KEY).size()
+    return _ranked(out), excluded
+
+
+def _added(sums: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-sequence sums of several frames of them, indexed by the sequence."""
     groups = pd.concat(sums, ignore_index=True).groupby(_KEY, sort=True)
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "n_hits": groups["n_hits"].sum(),
         "best_evalue": groups["best_evalue"].min(),
         "identity_sum": groups["identity_sum"].sum(min_count=1),
         "n_identity": groups["n_identity"].sum(),
         "hit_length": groups["hit_length"].max(),
-        "hit_description": groups["hit_description"].first(),
+        "hit_description": groups["hit_description"].min(),
     })
-    out["n_queries"] = pd.concat(queries).drop_duplicates().groupby(_KEY).size()
-    out["n_searches"] = pd.concat(searches).drop_duplicates().groupby(_KEY).size()
+
+
+def _ranked(out: pd.DataFrame) -> pd.DataFrame:
+    """The output table of per-sequence sums and distinct counts (indexed by the sequence): means,
+    ranks and ids."""
     out = out.reset_index()
     n_identity = out["n_identity"].to_numpy(dtype="float64")
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["mean_identity"] = np.where(n_identity > 0, out["identity_sum"].to_numpy(dtype="float64") / n_identity,
-                                        np.nan)
+        out["mean_identity"] = np.where(n_identity > 0,
+                                        out["identity_sum"].to_numpy(dtype="float64") / MICRO / n_identity, np.nan)
     for column in ("n_queries", "n_searches"):
         out[column] = out[column].fillna(0).astype("int64")
     out = out.sort_values(["n_hits", "n_queries", "best_evalue", "library", "hit_id"],
                           ascending=[False, False, True, True, True], na_position="last", kind="mergesort")
     out["rank"] = np.arange(1, len(out) + 1)
     out["sequence"] = [sequence_key(lib, hit) for lib, hit in zip(out["library"], out["hit_id"])]
-    return out.reset_index(drop=True), excluded
+    return conform(out, OUTPUT_TYPES)  # the declared types: the documents' too, however it was summed
+
+
+#: Past this many identities of one sequence, its sum (in millionths) is not read back from the
+#: published mean exactly (float64 rounding): the table is computed whole.
+MERGE_MAX_IDENTITIES = 10**7
+
+
+def library_merge(output: pd.DataFrame, excluded: dict[str, int], new: pd.DataFrame,
+                  before: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]] | None:
+    """The published table (and its left-out counts) with the hits of new files added: what a whole
+    run over all of them gives.  ``before``: the hits of files loaded earlier that share a search
+    (fingerprint) or a query with the new ones: their copies in ``new`` are counted once already,
+    and a (sequence, query) pair they hold is not a new distinct query.  None when the table
+    cannot be merged exactly (a sequence with more than :data:`MERGE_MAX_IDENTITIES` identities)."""
+    if len(output) and pd.to_numeric(output["n_identity"]).max() > MERGE_MAX_IDENTITIES:
+        return None
+    new, known = copies.drop_known(new, before)
+    part, counts = library_partial(new)
+    counts = {reason: excluded.get(reason, 0) + counts.get(reason, 0) for reason in {*EXCLUDED, *excluded, *counts}}
+    counts["copies"] += known
+    old = output.set_index(_KEY)
+    was = pd.DataFrame({
+        "n_hits": old["n_hits"].astype("int64"),
+        "best_evalue": pd.to_numeric(old["best_evalue"]).astype("float64"),
+        "identity_sum": (pd.to_numeric(old["mean_identity"]).astype("float64") * old["n_identity"] * MICRO).round(),
+        "n_identity": old["n_identity"].astype("int64"),
+        "hit_length": pd.to_numeric(old["hit_length"]).astype("float64"),
+        "hit_description": old["hit_description"].astype("object"),
+    }).reset_index()
+    out = _added([was, part["sums"]]) if len(part["sums"]) else _added([was])
+    if not len(out):
+        return empty(OUTPUT_TYPES), counts
+    pairs = before.dropna(subset=["library", "hit_id", "query_id"])
+    seen = set(zip(pairs["library"].astype("object"), pairs["hit_id"].astype("object"),
+                   pairs["query_id"].astype("object")))
+    queries = part["query_id"]
+    fresh = queries.loc[np.array([key not in seen for key in zip(queries["library"], queries["hit_id"],
+                                                                queries["query_id"])], dtype=bool)]
+    for column, added in (("n_queries", fresh.groupby(_KEY).size()),
+                          ("n_searches", part["search_fingerprint"].groupby(_KEY).size())):
+        out[column] = old[column].reindex(out.index).fillna(0).astype("int64").add(
+            added.reindex(out.index).fillna(0).astype("int64"))
+    return _ranked(out), counts
 
 
 def library_hits(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -186,4 +249,5 @@ ANALYSIS = Analysis(
                "the library sequences of library L, most hit first"),
     indexes=((("rank", 1),), (("hit_id", 1),), (("library", 1), ("n_hits", -1))),
     plot=plot_library_hits,
+    merge=Merge(function=library_merge, before_by=(copies.GROUP_KEY, "query_id")),
 )

@@ -47,7 +47,8 @@ _LOOKUP_CHUNK = 50
 #: from it; a path replaced more often between two analyses is rare, and the oldest go first).
 PREVIOUS_KEPT = 32
 #: The fields :meth:`Ledger.changed_since` returns.
-CHANGE_FIELDS = {"sha256": 1, "status": 1, "records": 1, "previous": 1, "changed_at": 1, "owner": 1}
+CHANGE_FIELDS = {"sha256": 1, "status": 1, "records": 1, "previous": 1, "changed_at": 1, "owner": 1,
+                 "duplicate_of": 1}
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
