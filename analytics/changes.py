@@ -27,10 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ingest.store.catalog import ANALYSIS_STATE
+from ingest.documents import prefix_range, search_id_prefix
+from ingest.store.catalog import ANALYSIS_STATE, HITS, SEARCHES
 from ingest.store.ledger import Ledger
 
-__all__ = ["Changes", "changes", "record_state", "read_state", "MARGIN", "SEEN_MAX"]
+__all__ = ["Changes", "changes", "record_state", "read_state", "content_selector", "MARGIN", "SEEN_MAX"]
 
 #: Entries stamped this long before a reader's read are looked at again by its next run (unless it
 #: saw them with the same content).
@@ -94,3 +95,15 @@ def _touches(entry: dict, sources: set[str]) -> bool:
     documents may have been there)."""
     records = entry.get("records") if isinstance(entry.get("records"), dict) else {}
     return any(isinstance(records.get(s), int) and records[s] > 0 for s in sources) or bool(entry.get("previous"))
+
+
+def content_selector(collection: str, sha: str) -> dict | None:
+    """The documents of one loaded content in ``collection`` by an index (SecantusDB scans a range of
+    ``_id``): a search file's hits by their search id prefix, its searches by ``source.sha256``;
+    None for a collection whose documents a content does not own alone (records: versions)."""
+    if collection == HITS:
+        return {"search_id": prefix_range(search_id_prefix(sha))}
+    if collection == SEARCHES:
+        return {"source.sha256": sha}
+    return None
+

@@ -114,7 +114,8 @@ def _validation_json(report) -> dict | None:
         "rows_checked": report.rows_checked,
         "suites": [
             {"suite": s.suite, "collection": s.collection, "rows": s.rows, "success": s.success,
-             "failures": s.failures, **({"verdict_of": s.reused_from} if s.reused_from else {})}
+             "failures": s.failures, **({"verdict_of": s.reused_from} if s.reused_from else {}),
+             **({"rows_new": s.rows_new} if s.rows_new is not None else {})}
             for s in report.suites
         ],
     }

@@ -50,8 +50,7 @@ from analytics.reading.chunks import chunk_table, plan_chunk_partitions
 from analytics.reading.partitions import plan_partitions, range_filter
 from analytics.reading.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
 from analytics.reading.streaming import StreamSpec, batch_starts
-from analytics.changes import changes, record_state
-from ingest.documents import prefix_range, search_id_prefix
+from analytics.changes import changes, content_selector, record_state
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
@@ -237,14 +236,13 @@ def stored_bytes_per_document(db, collection: str, contents: list[str] | None = 
     scans for a range of ``_id`` and sends a result only once it has all of it); None when no
     loaded file wrote into it, or its documents cannot be found that way.  ``contents``: the files
     to measure (default: from the ledger)."""
-    paths = {HITS: "search_id", SEARCHES: "source.sha256", MATERIALS: "_source.sha256", TASKS: "_source.sha256"}
-    if collection not in paths:
+    if collection not in (HITS, SEARCHES, MATERIALS, TASKS):
         return None
     size = documents = 0
     if contents is None:
         contents = Ledger(db).contents_writing(collection, SAMPLE_FILES)
     for sha in contents:
-        selector = {paths[collection]: prefix_range(search_id_prefix(sha)) if collection == HITS else sha}
+        selector = content_selector(collection, sha) or {"_source.sha256": sha}  # a record's current holder
         for batch in db[collection].find_raw_batches(selector, limit=SAMPLE_DOCUMENTS, batch_size=SAMPLE_DOCUMENTS):
             documents += len(batch_starts(batch)) - 1
             size += len(batch)

@@ -49,6 +49,9 @@ class SuiteResult:
     #: The run whose check this result repeats: nothing the suite reads changed since (``validate``
     #: following changes); empty when the rows were checked in this run.
     reused_from: str = ""
+    #: Rows checked by this run when the new documents alone were, merged into kept results (``rows``:
+    #: all the verdict covers); None when every row was checked now.
+    rows_new: int | None = None
 
     @property
     def skipped(self) -> bool:
@@ -82,7 +85,7 @@ class ValidationReport:
     @property
     def rows_checked(self) -> int:
         """Rows checked by this run (a verdict that stands because nothing changed checked none)."""
-        return sum(s.rows for s in self.suites if not s.reused_from)
+        return sum(s.rows if s.rows_new is None else s.rows_new for s in self.suites if not s.reused_from)
 
     @property
     def critical_failures(self) -> list[dict]:
@@ -161,6 +164,7 @@ def run_document(result: SuiteResult, run_id: str, db_name: str, started: dateti
         "duration_s": round(result.duration_s, 4),
         "great_expectations_version": ge_version,
         **({"reused_from": result.reused_from} if result.reused_from else {}),
+        **({"rows_new": result.rows_new} if result.rows_new is not None else {}),
     }
 
 

@@ -70,6 +70,7 @@ class _Suite:
     started: datetime
     t0: float
     t1: float = 0.0
+    rows_before: int | None = None  # merged into kept results: the rows those held
 
     def add(self, chunk) -> None:
         self.accumulator.add(chunk)
@@ -93,6 +94,8 @@ class _Suite:
             elif result.failures:
                 result.status = STATUS_WARNINGS
         result.duration_s = max(self.t1, self.t0) - self.t0
+        if self.rows_before is not None:
+            result.rows_new = acc.rows - self.rows_before
         return result
 
 
@@ -111,6 +114,7 @@ class _Follow:
     published: str | None  # the run that last published the suite's collection, for an analysis's output
     definition: str
     standing: dict | None = None  # the stored result that stands: nothing the suite reads changed
+    added: list[dict] | None = None  # the new files' documents alone, merged into the stored results
 
 
 def _follow(db, specs: list[SuiteSpec], incremental: bool) -> dict[str, _Follow]:
@@ -126,13 +130,30 @@ def _follow(db, specs: list[SuiteSpec], incremental: bool) -> dict[str, _Follow]
         follow = _Follow(key, changes(db, key, {spec.collection}, follow=incremental),
                          (output or {}).get("published"), _definition(spec))
         state = follow.changes.state
-        if (incremental and follow.changes.known and not follow.changes.pending and state.get("verdict")
+        if (incremental and follow.changes.known and state.get("verdict")
                 and state.get("published") == follow.published and state.get("definition") == follow.definition):
             doc = db[RUNS_COLLECTION].find_one({"_id": state["verdict"]})
             if doc is not None and not doc.get("truncated"):
-                follow.standing = doc
+                if not follow.changes.pending:
+                    follow.standing = doc
+                elif state.get("results"):
+                    follow.added = _additions(spec, follow.changes.pending)
         found[spec.name] = follow
     return found
+
+
+def _additions(spec: SuiteSpec, pending: list[dict]) -> list[dict] | None:
+    """The queries of the new files' documents in the suite's collection, when new files are all
+    that changed it and each file's documents are its own (a search file's); else None."""
+    from analytics.changes import content_selector  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); analytics.changes does, 0.12 s
+
+    if any(e.get("status") != "loaded" or e.get("previous") for e in pending):
+        return None
+    selectors = [content_selector(spec.collection, e["sha256"]) for e in pending
+                 if not e.get("duplicate_of") and isinstance(e.get("sha256"), str)]
+    if any(s is None for s in selectors):
+        return None
+    return [{"$and": [spec.filter, s]} if spec.filter else s for s in selectors]
 
 
 def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> list[str]:
@@ -178,7 +199,7 @@ def _check_serially(suite: _Suite, stream, sample_size: int, max_rows: int | Non
 
 
 def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: int, chunk_rows: int,
-               client) -> list[_Suite]:
+               client, follow: dict[str, _Follow] | None = None) -> list[_Suite]:
     """Every suite, read one after the other; with a Dask client, checked on its workers meanwhile.
 
     The reads are the critical path (the server's), so the next suite's read
@@ -195,13 +216,19 @@ def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: in
     suites: list[_Suite] = []
     limit = max_rows + 1 if max_rows is not None else 0
     for spec in (specs if serial else _smallest_first(db, specs)):
-        suite = _Suite(spec, Accumulator(spec.all_expectations(), sample_size), datetime.now(timezone.utc),
-                       time.perf_counter())
+        mine = (follow or {}).get(spec.name)
+        accumulator = Accumulator(spec.all_expectations(), sample_size)
+        query: dict | list[dict] = spec.filter or {}
+        if mine is not None and mine.added is not None:  # the new documents, merged into the results kept
+            accumulator.restore(mine.changes.state["results"])
+            query = mine.added
+        suite = _Suite(spec, accumulator, datetime.now(timezone.utc), time.perf_counter(),
+                       rows_before=accumulator.rows if mine is not None and mine.added is not None else None)
         suites.append(suite)
         with db_errors(f"reading {spec.collection} for suite {spec.name}"):
-            if _known_empty(db, spec):
+            if suite.rows_before is None and _known_empty(db, spec):
                 continue
-            stream = raw_chunks(db[spec.collection], spec.filter or {}, spec.projection(), chunk_rows, limit)
+            stream = raw_chunks(db[spec.collection], query, spec.projection(), chunk_rows, limit)
             if serial:
                 _check_serially(suite, stream, sample_size, max_rows)
                 continue
@@ -264,7 +291,7 @@ def validate(
         with db_errors("reading what changed since the suites' last verdicts"):
             follow = _follow(db, specs, incremental and max_rows is None)
         todo = [spec for spec in specs if follow[spec.name].standing is None]
-        checked = {s.spec.name: s for s in _check_all(db, todo, max_rows, sample_size, chunk_rows, client)}
+        checked = {s.spec.name: s for s in _check_all(db, todo, max_rows, sample_size, chunk_rows, client, follow)}
         for spec in specs:
             mine = follow[spec.name]
             if mine.standing is not None:
@@ -279,9 +306,12 @@ def validate(
             with db_errors(f"writing {RUNS_COLLECTION} for suite {spec.name}"):
                 db[RUNS_COLLECTION].replace_one({"_id": doc["_id"]}, doc, upsert=True)
                 if max_rows is None:  # a verdict over every row: it stands until something changes
+                    kept = checked[spec.name].accumulator if spec.name in checked else None
                     record_state(db, mine.key, mine.changes.after, published=mine.published,
                                  definition=mine.definition, collection=spec.collection,
-                                 verdict=mine.standing["_id"] if mine.standing else doc["_id"])
+                                 verdict=mine.standing["_id"] if mine.standing else doc["_id"],
+                                 **({} if mine.standing else
+                                    {"results": kept.state() if kept is not None and kept.mergeable else None}))
             log.info("suite %s: %s (%d rows in %d chunk(s)%s)", result.suite, result.status, result.rows,
                      result.chunks, f"; verdict of {result.reused_from}" if result.reused_from else "")
     finally:

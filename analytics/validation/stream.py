@@ -57,9 +57,10 @@ def _is_map(kind: str) -> bool:
     return kind not in UNIQUE_TYPES and (kind in _MAP_TYPES or kind.startswith(_MAP_PREFIXES))
 
 
-def raw_chunks(coll, query: dict, projection: dict, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+def raw_chunks(coll, query: dict | list[dict], projection: dict, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                limit: int = 0) -> Iterator[bytes]:
-    """The documents of ``coll.find(query, projection)`` as raw BSON, ``chunk_rows`` at a time, read ahead.
+    """The documents of ``coll.find(query, projection)`` as raw BSON, ``chunk_rows`` at a time, read ahead
+    (a list of queries: each read in turn, their documents chunked together; ``limit`` per query).
 
     Errors of the read are raised here, in the consumer.  Leaving the loop early
     stops the reader.
@@ -82,16 +83,17 @@ def raw_chunks(coll, query: dict, projection: dict, chunk_rows: int = DEFAULT_CH
 
     def reader() -> None:
         try:
-            with raw.find(query, projection, batch_size=BATCH_SIZE, limit=limit) as cursor:
-                pending: list[bytes] = []
-                for doc in cursor:
-                    pending.append(doc.raw)
-                    if len(pending) >= chunk_rows:
-                        if not put(b"".join(pending)):
-                            return
-                        pending = []
-                if pending:
-                    put(b"".join(pending))
+            pending: list[bytes] = []
+            for one in query if isinstance(query, list) else [query]:
+                with raw.find(one, projection, batch_size=BATCH_SIZE, limit=limit) as cursor:
+                    for doc in cursor:
+                        pending.append(doc.raw)
+                        if len(pending) >= chunk_rows:
+                            if not put(b"".join(pending)):
+                                return
+                            pending = []
+            if pending:
+                put(b"".join(pending))
         except BaseException as exc:  # handed to the consumer, raised there
             put(exc)
             return
@@ -182,6 +184,28 @@ class Accumulator:
         self.chunks = 0
         self.truncated = False
         self.gx_version: str | None = None
+
+    @property
+    def mergeable(self) -> bool:
+        """Whether every expectation is row-wise: then the merged results alone (:meth:`state`) are
+        what a later run adds the chunks of new documents to, with the verdict of one run over all."""
+        return all(_is_map(e["type"]) for e in self.expectations)
+
+    def state(self) -> dict:
+        """What :meth:`restore` takes back (for a :attr:`mergeable` suite)."""
+        return {"merged": self.merged, "rows": self.rows, "documents": self.documents, "chunks": self.chunks,
+                "truncated": self.truncated, "gx_version": self.gx_version}
+
+    def restore(self, state: dict) -> "Accumulator":
+        """Continue from a :meth:`state` of the same expectations: the chunks added from here on are
+        merged into it."""
+        merged = list(state["merged"])
+        if len(merged) != len(self.expectations) or not self.mergeable:
+            raise ValueError("a suite's state is of other expectations")
+        self.merged = [dict(m) if m is not None else None for m in merged]
+        self.rows, self.documents, self.chunks = int(state["rows"]), int(state["documents"]), int(state["chunks"])
+        self.truncated, self.gx_version = bool(state["truncated"]), state.get("gx_version")
+        return self
 
     def add(self, chunk: ChunkResult) -> None:
         """Merge one checked chunk."""
