@@ -95,10 +95,14 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     todo = None
     if incremental:
         todo = suites_to_check(conn.uri, settings.db_name)
-        log(f"validate: {len(todo)} suite(s) to check ({', '.join(todo)}), the others' verdicts stand (nothing they "
-            "read changed)" if todo else "validate: nothing any suite reads changed since its verdict: they stand")
+        merged = [name for name, n in todo.items() if n is not None]
+        log(f"validate: {len(todo)} suite(s) to check ({', '.join(todo)}; new files' documents alone: "
+            f"{', '.join(merged) or 'none'}), the others' verdicts stand (nothing they read changed)" if todo
+            else "validate: nothing any suite reads changed since its verdict: they stand")
     specs = [spec for spec in load_suites() if todo is None or spec.name in todo]
-    small = small_work(conn, settings, cluster, {spec.collection for spec in specs}) if specs else 0
+    whole = {spec.collection for spec in specs if todo is None or todo[spec.name] is None}
+    new = sum(n for n in (todo or {}).values() if n is not None)
+    small = small_work(conn, settings, cluster, whole, new) if specs else 0
     if cluster is not None and small is None:
         client = cluster.client("validate", conn.uri, since=deciding)
     elif small:  # documents to check here: Great Expectations' import, timed but not the step's
@@ -125,16 +129,20 @@ _log = logging.getLogger(__name__)
 COUNT_BUDGET_MS = 1500
 
 
-def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, collections: set[str]) -> int | None:
+def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, collections: set[str],
+               documents: int = 0) -> int | None:
     """The documents of ``collections`` together when a step would start ``cluster`` only for
     itself (none started yet, no scheduler given) and they are at most ``settings.small_work``;
     else None: not small work here.  The counts are the server's estimates, within
     :data:`COUNT_BUDGET_MS` together: past it, the work is not small (a wrong guess costs time,
-    never a result: both ways compute the same)."""
+    never a result: both ways compute the same).  ``documents``: more to read, known already (new
+    files' documents, as the ledger counts them)."""
     if cluster is None or cluster.started or settings.dask_scheduler or settings.small_work <= 0:
         return None
     deadline = time.monotonic() + COUNT_BUDGET_MS / 1000
-    total = 0
+    total = documents
+    if total > settings.small_work:
+        return None
     for name in sorted(collections):
         left_ms = int((deadline - time.monotonic()) * 1000)
         try:

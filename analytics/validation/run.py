@@ -156,15 +156,23 @@ def _additions(spec: SuiteSpec, pending: list[dict]) -> list[dict] | None:
     return [{"$and": [spec.filter, s]} if spec.filter else s for s in selectors]
 
 
-def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> list[str]:
+def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> dict[str, int | None]:
     """The suites that ``validate(..., incremental=True)`` would read: those whose documents may have
-    changed since their last verdict (the others' verdicts stand)."""
+    changed since their last verdict (the others' verdicts stand), each with the documents it would
+    read when those are new files' alone (as the ledger counts them), else None (all of them)."""
     from ingest.store.mongo import db_errors, shared_client  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); it costs 0.12 s
 
     specs = load_suites(suites_dir)
     with db_errors("reading what changed since the suites' last verdicts", uri=uri):
         follow = _follow(shared_client(uri)[db_name], specs, True)
-    return [spec.name for spec in specs if follow[spec.name].standing is None]
+    todo: dict[str, int | None] = {}
+    for spec in specs:
+        mine = follow[spec.name]
+        if mine.standing is None:
+            todo[spec.name] = None if mine.added is None else sum(
+                n for e in mine.changes.pending for n in [(e.get("records") or {}).get(spec.collection)]
+                if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+    return todo
 
 
 def _smallest_first(db, specs: list[SuiteSpec]) -> list[SuiteSpec]:
