@@ -104,7 +104,8 @@ def real_materials_loaded(mongo_uri, mongo_client, shared_materials):
 #: Under `--dist loadgroup --no-loadscope-reorder` (make test) the groups start in this order: the longest
 #: first (each group's seconds in a whole run with -n 3, issue 27), so that none of them is left to run
 #: alone at the end (test_server_keeper, a minute, last on its worker kept two cores half idle for 40 s).
-LONG_GROUPS = ("test_airflow_scheduler", "load_exact_1", "load_exact_2", "test_server_lifecycle", "test_cli_run",
+LONG_GROUPS = ("test_airflow_scheduler", "follow_changes_1", "load_exact_1", "load_exact_2", "follow_changes_2",
+               "test_server_lifecycle", "test_cli_run",
                "bench", "test_paper_analyses", "test_dag", "real_materials", "test_server_keeper",
                "test_cli_contract", "test_html_report", "test_materials_dates", "test_materials_parser",
                "test_reading_plans", "test_access", "test_query", "test_hostile_inputs")

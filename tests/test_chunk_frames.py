@@ -61,19 +61,26 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=6)
 #: values under names no column declares (the screen looks at names at any depth, and at an
 #: array named 0, which a list of lists holds)
-noise = st.one_of(scalars, st.lists(scalars, max_size=3),
-                  st.dictionaries(st.sampled_from(["a", "zz"]), st.one_of(scalars, st.lists(scalars, max_size=2)),
+quiet = scalars.filter(lambda v: not (isinstance(v, str) and any(ord(c) < 0x20 for c in v)))  # see ``text``
+noise = st.one_of(quiet, st.lists(quiet, max_size=3),
+                  st.dictionaries(st.sampled_from(["a", "zz"]), st.one_of(quiet, st.lists(quiet, max_size=2)),
                                   max_size=2))
+
+
+#: Text without C0 controls: a string ending in a type byte and a column's name (``"\x13x"``, then
+#: its terminating NUL) looks like an element to the raw-byte screen, which then sends the chunk the
+#: exact way (right, and slower); test_any_chunk_reads_as_coerce_reads_it has them.
+text = st.text(alphabet=st.characters(min_codepoint=0x20, exclude_categories=("Cs",)), max_size=8)
 
 
 def typed(kind: str):
     """Values of ``kind`` as a well-formed document holds them (sometimes missing or null)."""
     return {
-        "string": st.text(max_size=8),
+        "string": text,
         "float64": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**31), 2**31 - 1)),
         "int64": st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1).map(Int64)),
         "bool": st.booleans(),
-        "list<string>": st.lists(st.text(max_size=4), max_size=3),
+        "list<string>": st.lists(text, max_size=3),
         "date": st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2100, 1, 1)).map(
             lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000)),
     }[kind] | st.none()

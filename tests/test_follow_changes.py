@@ -39,7 +39,8 @@ def cli(tmp_path, mongo_uri, mongo_client):
     env.pop("DASK_SCHEDULER_ADDRESS", None)
 
     def run(*args: str) -> tuple[int, dict, str]:
-        proc = subprocess.run([str(BIN), *args, "--json"], env=env, capture_output=True, text=True, timeout=600)
+        one = ["--workers", "1"] if args[0] == "run" else []  # loads of a few files: no cluster for them
+        proc = subprocess.run([str(BIN), *args, *one, "--json"], env=env, capture_output=True, text=True, timeout=600)
         assert proc.stdout.strip(), proc.stderr[-3000:]
         return proc.returncode, json.loads(proc.stdout), proc.stderr
 
@@ -82,17 +83,17 @@ def _scopes(report: dict) -> dict[str, dict]:
     return {a["name"]: a["scope"] for a in report["analysis"]}
 
 
-def _same_as_full(run, db, out: Path) -> None:
+def _same_as_full(run, db, out: Path, land: Path, code: int = 0) -> None:
     """What the run following changes published equals a whole analysis of the same data, and its
-    verdicts (kept, merged or checked) equal a whole validation's."""
+    verdicts (kept, merged or checked) equal a whole validation's: ``run --full`` of the same files
+    (nothing new to load) analyses and checks everything again."""
     followed = _published(db, out)
     verdicts = _verdicts(db)
-    code, full, err = run("analyze")
-    assert code == 0, err[-3000:]
+    got, full, err = run("run", "--full", str(land))
+    assert got == code and full["inserted"] == 0, err[-3000:]
     assert all(s["mode"] == "whole" for s in _scopes(full).values()), _scopes(full)
+    assert not any(s.get("verdict_of") or s.get("rows_new") is not None for s in full["validation"]["suites"])
     assert _published(db, out) == followed
-    code, checked, err = run("validate")
-    assert not any(s.get("verdict_of") or s.get("rows_new") is not None for s in checked["validation"]["suites"])
     assert _verdicts(db) == verdicts
 
 
@@ -106,7 +107,8 @@ def _verdicts(db) -> dict:
     return found
 
 
-def test_each_kind_of_change_is_followed_exactly(cli, tmp_path):
+@pytest.mark.xdist_group("follow_changes_1")
+def test_new_and_replaced_files_are_followed_exactly(cli, tmp_path):
     run, db, out = cli
     land = tmp_path / "land"
     land.mkdir()
@@ -136,32 +138,45 @@ def test_each_kind_of_change_is_followed_exactly(cli, tmp_path):
     suites = {s["suite"]: s for s in report["validation"]["suites"]}
     assert suites["materials"]["verdict_of"] and suites["hits"]["rows_new"] < suites["hits"]["rows"], suites["hits"]
     assert not suites["searches"].get("verdict_of")  # a uniqueness check: the whole collection again
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
 
     _materials(land / "m2.jsonl", range(30, 45))
     code, report, err = run("run", str(land))
     assert code == 0, err[-3000:]
     scopes = _scopes(report)
     assert scopes["best_hits"]["mode"] == "none" and scopes["oxide_formation_energy"]["mode"] == "whole", scopes
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
 
     # a file replaced in place: its old searches go, its new ones come
     shutil.copy(PASTA[4], land / PASTA[0].name)
     code, report, err = run("run", str(land))
     assert code == 0, err[-3000:]
     assert _scopes(report)["best_hits"]["mode"] == "changed" and "replaced" in _scopes(report)["best_hits"]["reason"]
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
 
+
+
+@pytest.mark.xdist_group("follow_changes_2")
+def test_shared_records_and_failed_files_are_followed_exactly(cli, tmp_path):
+    run, db, out = cli
+    land = tmp_path / "land"
+    land.mkdir()
+    for p in PASTA[:2]:
+        shutil.copy(p, land / p.name)
+    _materials(land / "m1.jsonl", range(0, 30))
+    _materials(land / "m2.jsonl", range(30, 45))
+    code, first, err = run("run", str(land))
+    assert code == 0, err[-3000:]
     # a record shared by two files, then left in one: it stays, as the other file holds it
     _materials(land / "m3.jsonl", range(40, 50))  # 40-44 are m2's too
     code, report, err = run("run", str(land))
     assert code == 0, err[-3000:]
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
     _materials(land / "m2.jsonl", range(30, 42))  # m2 no longer holds 42-44: m3 still does
     code, report, err = run("run", str(land))
     assert code == 0, err[-3000:]
     assert db.materials.count_documents({"material_id": {"$in": ["mp-770042", "mp-770044"]}}) == 2
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
 
     # files that fail: a new one, and a loaded one turned bad (its loaded version stays)
     (land / "broken.m10").write_bytes(PASTA[1].read_bytes()[:700])
@@ -172,9 +187,10 @@ def test_each_kind_of_change_is_followed_exactly(cli, tmp_path):
     assert _scopes(report)["best_hits"]["mode"] == "none"  # broken.m10 never had documents
     # m1's loaded version stays, but its failed reload may have written and rolled back: read again
     assert _scopes(report)["oxide_formation_energy"]["mode"] == "whole"
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land, code=2)
 
 
+@pytest.mark.xdist_group("follow_changes_3")
 def test_a_failed_verdict_stands_and_still_fails_the_run(cli, tmp_path):
     run, db, out = cli
     land = tmp_path / "land"
@@ -214,7 +230,7 @@ def test_new_files_are_merged_into_the_aggregates_exactly(cli, tmp_path):
     merged = {a["name"]: a for a in report["analysis"]}
     excluded = {name: _excluded(out, name) for name in ("hit_distributions", "library_hits")}
     assert excluded["library_hits"]["copies"] > 0  # the concatenation holds searches loaded before
-    _same_as_full(run, db, out)
+    _same_as_full(run, db, out, land)
     assert {name: _excluded(out, name) for name in excluded} == excluded  # the left-out counts too
     assert merged["library_hits"]["records_in"] < sum(db.hits.count_documents({}) for _ in [0])
 
