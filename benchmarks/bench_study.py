@@ -407,7 +407,9 @@ def run_study(args, main_dir: Path, plus_dir: Path, corpus: dict) -> dict:
         steps["7_changed_plus"] = command(server, "(7) analyze --changed after +1 %",
                                           [*CLI, "analyze", "--changed", "--json"])
         changed = snapshot(db, home / "out", BENCH_DIR / "bench-study-snapshot")
-        steps["8_validate_plus"] = command(server, "(8) validate after +1 %", [*CLI, "validate", "--json"])
+        steps["8_validate_plus"] = command(server, "(8) validate --changed after +1 %",
+                                           [*CLI, "validate", "--changed", "--json"])
+        steps["8b_validate_full"] = command(server, "(8b) validate (full) after +1 %", [*CLI, "validate", "--json"])
         steps["9_run_nothing"] = command(server, "(9) run, nothing new", [*CLI, "run", "--json", "-q", *workers,
                                                                           str(main_dir), str(plus_dir)])
         steps["10_analyze_full"] = command(server, "(10) analyze (full, for the equality check)",
