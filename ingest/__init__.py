@@ -41,8 +41,8 @@ _EXPORTS = {
     "Hsp": "ingest.model:Hsp",
     # MongoDB and the embedded server
     "connect": "ingest.store.mongo:connect",
-    "describe_server": "ingest.store.mongo:describe",
-    "ServerInfo": "ingest.store.mongo:ServerInfo",
+    "describe_server": "ingest.store.servers:describe",
+    "ServerInfo": "ingest.store.servers:ServerInfo",
     "EmbeddedServer": "ingest.server.embedded:EmbeddedServer",
     "Timings": "ingest.timing:Timings",
     # errors

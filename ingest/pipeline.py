@@ -32,7 +32,8 @@ from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ServerUnavailable, ValidationFailed
-from ingest.store.mongo import Retry, ServerInfo, ping, process_alive, redact
+from ingest.store.mongo import Retry, ping, process_alive, redact
+from ingest.store.servers import ServerInfo
 from ingest.timing import command_start, StageRecord, Timings, from_epoch, utcnow
 from ingest.cluster import dask_client, warm_up
 from ingest.plugins import step

@@ -173,7 +173,8 @@ def test_indexes_command_builds_every_index_the_server_accepts_idempotently(mong
 
 
 def _server_info(mongo_uri):
-    from ingest.store.mongo import connect, describe
+    from ingest.store.mongo import connect
+    from ingest.store.servers import describe
 
     client = connect(mongo_uri)
     try:
@@ -185,7 +186,7 @@ def _server_info(mongo_uri):
 def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
     """On MongoDB every question's example walks its index; on SecantusDB too, except a numeric range
     where its index keys lose numbers: that one is run as a collection scan on purpose (and says so)."""
-    from ingest.store.mongo import ensure_indexes
+    from ingest.store.servers import ensure_indexes
     from ingest.query.compile import build
 
     ensure_indexes(seeded, catalog.QUERY_INDEXES)
@@ -211,7 +212,7 @@ def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
 
 
 def test_a_compound_index_serves_its_prefix_so_the_single_field_one_went(seeded):
-    from ingest.store.mongo import ensure_indexes
+    from ingest.store.servers import ensure_indexes
 
     ensure_indexes(seeded, {"hits": [[("query_id", 1), ("hsps.0.evalue", 1)]],
                             "materials": [[("elements", 1), ("band_gap", 1)]]})
@@ -223,7 +224,7 @@ def test_a_compound_index_serves_its_prefix_so_the_single_field_one_went(seeded)
 
 def test_the_numeric_key_probe_tells_the_truth(mongo_uri, seeded):
     """An index range over E-values from 1e-20 to 1e-220: what it returns, and what the probe says."""
-    from ingest.store.mongo import ensure_indexes
+    from ingest.store.servers import ensure_indexes
 
     ensure_indexes(seeded, {"hits": [[("hsps.0.evalue", 1)]]})
     through_index = seeded.hits.count_documents({"hsps.0.evalue": {"$lt": 1e-100}})

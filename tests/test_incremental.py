@@ -21,7 +21,7 @@ from analytics.registry import Analysis, get_analysis
 from analytics.runner import analyze
 from ingest.documents import search_id_prefix
 from ingest.errors import ConfigError
-from ingest.store.mongo import describe
+from ingest.store.servers import describe
 
 REPO = Path(__file__).resolve().parent.parent
 PASTA = sorted((REPO / "samples" / "pasta").glob("*.m10"))

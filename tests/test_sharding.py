@@ -125,7 +125,7 @@ class _Listener(monitoring.CommandListener):
 def test_the_server_receives_the_exact_documents(mongo_uri, db):
     """On the embedded server every command is refused; with SCI_INGEST_TEST_URI naming a mongos
     (docker/README.md) the same documents shard the collections and config.collections shows it."""
-    from ingest.store.mongo import describe
+    from ingest.store.servers import describe
     from ingest.sharding.collections import inspect
 
     listener = _Listener()
@@ -158,7 +158,7 @@ def _cli(mongo_uri, db_name, *args):
 
 
 def test_shard_on_the_embedded_server_exits_1_and_sends_nothing(mongo_uri, db, mongo_client):
-    from ingest.store.mongo import describe
+    from ingest.store.servers import describe
 
     if describe(mongo_client).sharding:
         pytest.skip("SCI_INGEST_TEST_URI is a mongos: this test is about a server that is not")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from analytics import steps
-from ingest.store.mongo import describe
+from ingest.store.servers import describe
 
 DOCS = 20_000
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ingest.config import COMMAND_ENV
-from ingest.store.mongo import describe
+from ingest.store.servers import describe
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 #: Documents in the collection read: a scan of them keeps the embedded server busy for seconds.

@@ -64,7 +64,8 @@ from ingest.errors import ParseError
 from ingest.fileio import open_binary
 from ingest.parsers.materials import read_records
 from ingest.parsers.pasta import parse_dicts
-from ingest.store.mongo import db_errors, shared_client, ensure_indexes
+from ingest.store.mongo import db_errors, shared_client
+from ingest.store.servers import ensure_indexes
 
 __all__ = ["BenchData", "StageResult", "run_stage", "split_for", "collection_size", "frames_equal", "generator",
            "ID_OFFSET", "SEED"]

@@ -263,13 +263,15 @@ def _stop_like_ctrl_c(signum, frame) -> None:
 
 
 def _end_operations() -> None:
-    """The stopped command's operations still running on its servers end too (:func:`ingest.store.mongo.end_operations`):
-    a command that never built a client (pymongo not imported) has none."""
-    mongo = sys.modules.get("ingest.store.mongo")
-    if mongo is None:
+    """The stopped command's operations still running on its servers end too
+    (:func:`ingest.store.operations.end_operations`): a command that never built a client (pymongo
+    not imported) has none."""
+    if "ingest.store.mongo" not in sys.modules:
         return
+    from ingest.store.operations import end_operations  # noqa: PLC0415 - lazy: only a stopped command that built a client pays pymongo's import (0.3 s)
+
     try:
-        mongo.end_operations(log=lambda line: stderr_line(f"note: {line}"))
+        end_operations(log=lambda line: stderr_line(f"note: {line}"))
     except KeyboardInterrupt:  # a second Ctrl-C: stop now
         pass
 

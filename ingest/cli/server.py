@@ -69,7 +69,8 @@ def _status(args, settings) -> int:
         text = "not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
                                 if status == "dead" else "")
         return _say(args, text, Exit.NOT_RUNNING, status="not running", died=status == "dead")
-    from ingest.store.mongo import connect, describe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
+    from ingest.store.mongo import connect  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
+    from ingest.store.servers import describe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
 
     client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
     try:

@@ -36,7 +36,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.store.mongo import db_errors, describe, drop_indexes, ensure_indexes
+from ingest.store.mongo import db_errors
+from ingest.store.servers import describe, drop_indexes, ensure_indexes
 from ingest.errors import DatabaseError, UnsupportedFeature
 from ingest.store.curated import UnknownCollection, get, all_curated, index_name
 
@@ -247,7 +248,7 @@ _DESCRIBED: dict[int, object] = {}
 
 
 def server_of(db):
-    """The server behind ``db`` (:func:`ingest.store.mongo.describe`, asked once per client)."""
+    """The server behind ``db`` (:func:`ingest.store.servers.describe`, asked once per client)."""
     key = id(db.client)
     if key not in _DESCRIBED:
         _DESCRIBED[key] = describe(db.client)

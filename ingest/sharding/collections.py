@@ -38,7 +38,8 @@ from bson import json_util
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
 from ingest.sharding.hashkey import INT64_MAX
-from ingest.store.mongo import db_errors, describe, key_filter
+from ingest.store.mongo import db_errors, key_filter
+from ingest.store.servers import describe
 
 __all__ = ["KEYS", "key_filter", "ClusterState", "CollectionState", "Command", "inspect", "plan_commands",
            "run_commands", "shard", "ShardOutcome", "hashed_split_points", "chunks_per_shard"]

@@ -23,8 +23,8 @@ from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, running_server
-from ingest.store.mongo import (ServerInfo, close_client, connect, describe, ensure_hashed_indexes, ensure_indexes,
-                                forget)
+from ingest.store.mongo import close_client, connect, forget
+from ingest.store.servers import ServerInfo, describe, ensure_hashed_indexes, ensure_indexes
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
 

@@ -23,16 +23,13 @@ touches pymongo's client class and its exceptions:
   bulk writes the loader needs, with duplicate keys reported rather than raised;
   :func:`key_filter` is the filter of an upsert, which a sharded collection wants
   with its full shard key.
-* :func:`describe`, :func:`ensure_indexes` and :func:`ensure_hashed_indexes`
-  describe and prepare a server; the collections, indexes and shard keys
-  themselves are named in :mod:`ingest.store.catalog`, and sharding a cluster is
-  :mod:`ingest.sharding.collections`.
+* :mod:`ingest.store.servers` describes and prepares a server (its kind, topology and
+  indexes); the collections, indexes and shard keys themselves are named in
+  :mod:`ingest.store.catalog`, and sharding a cluster is :mod:`ingest.sharding.collections`.
 * every client tells the server the name of the command it serves
   (:func:`ingest.config.begin_command`: ``sci-ingest cmd <pid>-<random>``, inherited by the
-  processes the command starts) as its app name; :func:`end_operations`, when the command is
-  stopped, kills the operations of that name still running on the servers it used
-  (``currentOp``, ``killOp``), where the server can interrupt them (SecantusDB cannot: it is
-  said in one line; docs/embedded-server.md).
+  processes the command starts) as its app name; :mod:`ingest.store.operations`, when the
+  command is stopped, kills the operations of that name still running on the servers it used.
 """
 
 from __future__ import annotations
@@ -44,7 +41,6 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from typing import Iterator
 
 import bson
@@ -56,18 +52,17 @@ from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailur
                              DuplicateKeyError, OperationFailure, PyMongoError)
 from pymongo.write_concern import WriteConcern
 
-from ingest.store.catalog import INDEXES, SHARD_KEYS
+from ingest.store.catalog import SHARD_KEYS
 from ingest.config import command_name
-from ingest.errors import (ConfigError, DatabaseError, SciIngestError, ServerUnavailable, TimeLimitExceeded,
+from ingest.errors import (ConfigError, DatabaseError, ServerUnavailable, TimeLimitExceeded,
                            UnsupportedFeature)
 from ingest.server.secrets import redact_uri, remember
 
 __all__ = [
-    "ServerInfo", "client", "connect", "shared_client", "ping", "db_errors", "redact",
-    "describe", "ensure_indexes", "ensure_hashed_indexes",
-    "insert_new", "replace_documents", "key_filter", "DUPLICATE_KEY", "Retry", "is_transient", "write_concern_of",
-    "drop_indexes", "claim", "durable", "close_client", "process_alive", "conditional_writes", "compressed_bson",
-    "default_timeout_ms", "heartbeat_timeout_ms", "command_app_name", "end_operations", "forget",
+    "client", "connect", "shared_client", "ping", "db_errors", "redact", "DUPLICATE_KEY", "Retry", "is_transient",
+    "insert_new", "replace_documents", "key_filter", "write_concern_of", "claim", "durable", "close_client",
+    "close_shared", "process_alive", "conditional_writes", "compressed_bson", "default_timeout_ms",
+    "heartbeat_timeout_ms", "command_app_name", "forget", "aside_client", "servers_used",
 ]
 
 APP_NAME = "sci-ingest"
@@ -196,11 +191,11 @@ def shared_client(uri: str, **options) -> pymongo.MongoClient:
         if found is None:
             found = _SHARED[key] = client(uri, **options)
             if len(_SHARED) == 1:
-                atexit.register(_close_shared)
+                atexit.register(close_shared)
     return found
 
 
-def _close_shared() -> None:
+def close_shared() -> None:
     with _SHARED_LOCK:
         mine = [k for k in _SHARED if k[0] == os.getpid()]
         for key in mine:
@@ -214,15 +209,7 @@ def close_client(mongo: pymongo.MongoClient) -> None:
         mongo.close()
 
 
-# ------------------------------------------------------------------ a command's operations
-#: How long a stopped command waits for the server to say which of its operations run (``currentOp``)
-#: and for those it killed to be gone: a server that does not answer in time is left as it is.
-STOP_TIMEOUT_MS = 2000
-#: On SecantusDB: how long the connections of the command's closed clients are given to be unregistered
-#: (at once when idle; a connection still there then is an operation running on).
-_CLOSING_S = 0.5
-
-
+# ------------------------------------------------------------------ a command's clients
 def command_app_name() -> str:
     """The app name clients tell the server: the command's (:func:`ingest.config.begin_command`),
     else ``sci-ingest``."""
@@ -234,63 +221,7 @@ def forget(uri: str) -> None:
     _USED.discard(str(uri))
 
 
-def end_operations(log=None) -> int:
-    """End this command's operations still running on the servers it used; how many were killed.
-
-    For a command that is stopped (Ctrl-C, SIGTERM, an Airflow task killed or timed out): its
-    operations are those whose app name is the command's (:func:`command_app_name`), from this
-    process or from those it started (a ``LocalCluster``'s workers).  This process's shared clients
-    are closed first.  Each server this process used is asked (``currentOp``) for them, they are
-    killed (``killOp``), and the server is asked again until they are gone (at most
-    :data:`STOP_TIMEOUT_MS`).  SecantusDB cannot interrupt an operation: its ``killOp`` closes the
-    connection and the operation runs on to its end (pymongo then even sends a read again), so
-    there nothing is killed and ``log`` gets one line saying how many operations run on.  Never
-    raises: a server that does not answer is left as it is (``log`` says so).
-    """
-    name = command_name()
-    if not name:
-        return 0
-    _close_shared()
-    killed = 0
-    for uri in sorted(_USED):
-        try:
-            killed += _end_operations_at(uri, name, log or (lambda line: None))
-        except (PyMongoError, SciIngestError) as exc:
-            if log:
-                log(f"this command's operations at {redact(uri)} could not be ended: {_reason(exc)}")
-    return killed
-
-
-def _end_operations_at(uri: str, name: str, log) -> int:
-    stopper = _aside(uri, timeout_ms=STOP_TIMEOUT_MS, max_pool_size=1, appname=f"{APP_NAME} stopper",
-                     connectTimeoutMS=STOP_TIMEOUT_MS, socketTimeoutMS=STOP_TIMEOUT_MS)
-    try:
-        if stopper.admin.command("buildInfo").get("secantusVersion"):
-            running = _operations(stopper, name)
-            end = time.monotonic() + _CLOSING_S
-            while running and time.monotonic() < end:  # the connections of clients just closed
-                time.sleep(0.05)
-                running = _operations(stopper, name)
-            if running:
-                what = ", ".join(sorted({str(op.get("op")) for op in running}))
-                log(f"{len(running)} operation(s) of this command ({what}) run on at {redact(uri)} until they end: "
-                    "SecantusDB cannot interrupt an operation (its killOp only closes the connection)")
-            return 0
-        running = _operations(stopper, name)
-        for op in running:
-            stopper.admin.command("killOp", op=op["opid"])
-        left, end = running, time.monotonic() + STOP_TIMEOUT_MS / 1000
-        while left and time.monotonic() < end:  # killOp marks them; each ends at its next check
-            time.sleep(0.05)
-            left = _operations(stopper, name)
-        if left:
-            log(f"{len(left)} operation(s) of this command still run at {redact(uri)} after killOp")
-        return len(running)
-    finally:
-        stopper.close()
-
-
-def _aside(uri: str, **options) -> pymongo.MongoClient:
+def aside_client(uri: str, **options) -> pymongo.MongoClient:
     """A client doing none of the command's work (a probe, the stopper): :func:`end_operations` does
     not visit its server for it (a probe of a server that is gone would cost a whole timeout)."""
     known = str(uri) in _USED
@@ -300,28 +231,15 @@ def _aside(uri: str, **options) -> pymongo.MongoClient:
     return new
 
 
-def _operations(mongo: pymongo.MongoClient, name: str) -> list[dict]:
-    """The operations in progress whose app name is ``name``: ``currentOp`` filtered by it (where the
-    server filters; SecantusDB lists every connection, its client metadata naming the app)."""
-    try:
-        reply = mongo.admin.command({"currentOp": 1, "active": True, "appName": name})
-    except OperationFailure as exc:
-        if exc.code != _UNAUTHORIZED:
-            raise
-        reply = mongo.admin.command({"currentOp": 1, "$ownOps": True, "active": True, "appName": name})
-    return [op for op in reply.get("inprog", []) if op.get("active") and op.get("opid") is not None
-            and op.get("type", "op") == "op" and _app_name(op) == name]
-
-
-def _app_name(op: dict) -> str | None:
-    metadata = op.get("clientMetadata") or {}
-    return op.get("appName") or (metadata.get("application") or {}).get("name")
+def servers_used() -> list[str]:
+    """The URIs this process built clients for (what :func:`ingest.store.operations.end_operations` visits)."""
+    return sorted(_USED)
 
 
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
     """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
     try:
-        probe = _aside(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
+        probe = aside_client(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
     except ConfigError:
         return None
     try:
@@ -618,94 +536,3 @@ def conditional_writes(collection, ops: list) -> tuple[int, int, int, int, int]:
         refused, counts = len(errors), exc.details
     matched, modified = counts.get("nMatched", 0), counts.get("nModified", 0)
     return counts.get("nUpserted", 0), modified, matched - modified, counts.get("nRemoved", 0), refused
-
-
-# ------------------------------------------------------------------ servers
-@dataclass(frozen=True)
-class ServerInfo:
-    kind: str  # "SecantusDB" | "MongoDB"
-    version: str  # the MongoDB version the server reports (or speaks)
-    topology: str  # "standalone" | "replica set" | "sharded (mongos)"
-    engine_version: str | None = None  # SecantusDB's own version
-    set_name: str | None = None
-    hashed_indexes: bool | None = None
-    sharding: bool = False
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def label(self) -> str:
-        own = f" {self.engine_version}" if self.engine_version else ""
-        speaks = f" (speaks MongoDB {self.version})" if self.engine_version else f" {self.version}"
-        topo = self.topology + (f" '{self.set_name}'" if self.set_name else "")
-        return f"{self.kind}{own}{speaks}, {topo}"
-
-
-def describe(mongo: pymongo.MongoClient) -> ServerInfo:
-    """Kind, version and topology from ``hello`` and ``buildInfo``."""
-    with db_errors("asking the server hello/buildInfo"):
-        hello = mongo.admin.command("hello")
-        build = mongo.admin.command("buildInfo")
-    secantus = build.get("secantusVersion")
-    if hello.get("msg") == "isdbgrid":
-        topology = "sharded (mongos)"
-    elif hello.get("setName"):
-        topology = "replica set"
-    else:
-        topology = "standalone"
-    return ServerInfo(
-        kind="SecantusDB" if secantus else "MongoDB",
-        version=str(build.get("version", "unknown")),
-        topology=topology,
-        engine_version=secantus,
-        set_name=hello.get("setName"),
-        sharding=topology.startswith("sharded"),
-    )
-
-
-def ensure_indexes(db, indexes: dict[str, list] = INDEXES) -> int:
-    """Create ``indexes`` ({collection: [keys, ...]}, default all of :mod:`ingest.store.catalog`),
-    idempotently; returns how many were missing."""
-    created = 0
-    with db_errors(f"creating indexes in {db.name}"):
-        for coll, specs in indexes.items():
-            existing = {tuple(info["key"]) for info in db[coll].index_information().values()}
-            for keys in specs:
-                if tuple(keys) not in existing:
-                    db[coll].create_index(keys)
-                    created += 1
-    return created
-
-
-def drop_indexes(db, indexes: dict[str, list]) -> int:
-    """Drop those of ``indexes`` that exist (by key); returns how many were dropped."""
-    dropped = 0
-    with db_errors(f"dropping indexes in {db.name}"):
-        for coll, specs in indexes.items():
-            wanted = {tuple(keys) for keys in specs}
-            for name, info in db[coll].index_information().items():
-                if tuple(info["key"]) in wanted:
-                    db[coll].drop_index(name)
-                    dropped += 1
-    return dropped
-
-
-def ensure_hashed_indexes(db) -> dict[str, str]:
-    """Create the hashed indexes the shard keys need, where the server has them.
-
-    Returns {collection: outcome}.  A server without hashed indexes (SecantusDB)
-    is detected from its refusal and reported, never worked around.
-    """
-    outcomes: dict[str, str] = {}
-    for coll, field in SHARD_KEYS.items():
-        try:
-            with db_errors(f"creating the hashed index on {coll}.{field}", feature="hashed indexes"):
-                db[coll].create_index([(field, "hashed")])
-        except UnsupportedFeature as exc:
-            reason = _reason(exc.__cause__)
-            raise UnsupportedFeature(
-                f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
-                "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"
-            ) from exc.__cause__
-        outcomes[coll] = f"hashed index on {field}"
-    return outcomes
