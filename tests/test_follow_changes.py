@@ -107,16 +107,24 @@ def _verdicts(db) -> dict:
     return found
 
 
+def _landed(run, tmp_path: Path, searches: list[Path], materials: dict[str, range]) -> tuple[Path, dict]:
+    """(the landing folder, the first run's report): ``searches`` copied and ``materials`` files made
+    there, then run once, whole."""
+    land = tmp_path / "land"
+    land.mkdir()
+    for p in searches:
+        shutil.copy(p, land / p.name)
+    for name, ids in materials.items():
+        _materials(land / name, ids)
+    code, first, err = run("run", str(land))
+    assert code == 0, err[-3000:]
+    return land, first
+
+
 @pytest.mark.xdist_group("follow_changes_1")
 def test_new_and_replaced_files_are_followed_exactly(cli, tmp_path):
     run, db, out = cli
-    land = tmp_path / "land"
-    land.mkdir()
-    for p in PASTA[:3]:
-        shutil.copy(p, land / p.name)
-    _materials(land / "m1.jsonl", range(0, 30))
-    code, first, err = run("run", str(land))
-    assert code == 0, err[-3000:]
+    land, first = _landed(run, tmp_path, PASTA[:3], {"m1.jsonl": range(0, 30)})
     assert all(s["mode"] == "whole" for s in _scopes(first).values())
 
     # nothing new: no cluster, nothing read, every verdict kept
@@ -159,14 +167,7 @@ def test_new_and_replaced_files_are_followed_exactly(cli, tmp_path):
 @pytest.mark.xdist_group("follow_changes_2")
 def test_shared_records_and_failed_files_are_followed_exactly(cli, tmp_path):
     run, db, out = cli
-    land = tmp_path / "land"
-    land.mkdir()
-    for p in PASTA[:2]:
-        shutil.copy(p, land / p.name)
-    _materials(land / "m1.jsonl", range(0, 30))
-    _materials(land / "m2.jsonl", range(30, 45))
-    code, first, err = run("run", str(land))
-    assert code == 0, err[-3000:]
+    land, _ = _landed(run, tmp_path, PASTA[:2], {"m1.jsonl": range(0, 30), "m2.jsonl": range(30, 45)})
     # a record shared by two files, then left in one: it stays, as the other file holds it
     _materials(land / "m3.jsonl", range(40, 50))  # 40-44 are m2's too
     code, report, err = run("run", str(land))
