@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,11 +34,41 @@ from pathlib import Path
 
 import psutil
 
-from ingest.errors import ServerError
+from ingest.errors import ConfigError, ServerError
 from ingest.server.access import enable_auth, load_credentials
 from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
 
 EXECUTABLE = "secantusd-py"
+
+#: The WiredTiger cache of the embedded server, e.g. ``256M`` or ``1G`` (docs/embedded-server.md, "Memory").
+CACHE_ENV = "SCI_INGEST_SERVER_CACHE"
+DEFAULT_CACHE = "512M"
+#: The smallest cache accepted, the smallest measured (it loads ``samples/``): SecantusDB's own notes say
+#: writes of large documents overflow a 100 MB cache (WT_CACHE_FULL).
+MIN_CACHE_MB = 128
+#: glibc's allocator settings of the server process, unless the environment sets them itself: two malloc
+#: arenas instead of 8 a core, so that what a query's result frees is used again by the next query on
+#: another thread instead of being kept in an arena of its own (docs/embedded-server.md, "Memory").
+SERVER_MALLOC_ENV = {"MALLOC_ARENA_MAX": "2"}
+
+
+def server_cache_size(value: str | None = None) -> str:
+    """The server's WiredTiger cache size (``value``, else ``SCI_INGEST_SERVER_CACHE``, else 512M) as
+    SecantusDB takes it (``<N>M``, ``<N>G``); ConfigError, one line, for anything else."""
+    raw = os.environ.get(CACHE_ENV, "") if value is None else value
+    if not raw.strip():
+        return DEFAULT_CACHE
+    found = re.fullmatch(r"\s*([0-9]+)\s*([MG])B?\s*", raw, re.IGNORECASE)
+    megabytes = int(found.group(1)) * (1024 if found.group(2).upper() == "G" else 1) if found else 0
+    if megabytes < MIN_CACHE_MB:
+        raise ConfigError(f"{CACHE_ENV} must be a size in M or G of at least {MIN_CACHE_MB}M (such as 256M "
+                          f"or 1G), not {raw!r}")
+    return f"{found.group(1)}{found.group(2).upper()}"
+
+
+def server_environment() -> dict[str, str]:
+    """The server process's environment: this process's, with :data:`SERVER_MALLOC_ENV` where it sets none."""
+    return {**SERVER_MALLOC_ENV, **os.environ}
 
 
 def find_executable() -> str:
@@ -83,14 +114,14 @@ class EmbeddedServer:
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
-        cache_size: str = "512M",
+        cache_size: str | None = None,
         log_path: Path | None = None,
         auth: bool = False,
     ):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
-        self.cache_size = cache_size
+        self.cache_size = server_cache_size(cache_size)  # None: SCI_INGEST_SERVER_CACHE, else the default
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / "server.log"
         self.auth = auth  # SCRAM authentication required (users: ingest.server.access)
         self.process: subprocess.Popen | None = None
@@ -152,6 +183,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=server_environment(),  # MALLOC_ARENA_MAX=2 unless set (docs/embedded-server.md, "Memory")
                 # its own process group: a terminal's Ctrl-C reaches the command, which stops the
                 # server once, not the server too (two signals can deadlock its handler)
                 start_new_session=True,

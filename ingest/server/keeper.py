@@ -48,7 +48,7 @@ import psutil
 from ingest.config import PROJECT_ROOT
 from ingest.errors import ConfigError, SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
-from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_record
+from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_cache_size, server_record
 from ingest.server.state import (USE_LOCK, lock_fd, private_file, recorded, starting, state_file, try_lock, using,
                                  write_record)
 from ingest.store.mongo import client as mongo_client, db_errors
@@ -92,9 +92,11 @@ def idle_timeout() -> float:
 def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
     """The home's running server, else a new per-home server; returns its record.
 
-    Call it inside :func:`using`.  Raises ServerError (one line) when it cannot start.
+    Call it inside :func:`using`.  Raises ServerError (one line) when it cannot start, ConfigError (one
+    line) for a bad ``SCI_INGEST_SERVER_CACHE``.
     """
     state_dir = Path(state_dir).resolve()
+    server_cache_size()  # a bad SCI_INGEST_SERVER_CACHE is this command's one-line error, not its keeper's
     # waits for another command's start, or for the keeper of a command killed meanwhile (it holds the lock)
     with starting(state_dir, timeout=LOCK_TIMEOUT_S) as lock:
         state = running_server(state_dir)  # another command may have started it while we waited
