@@ -65,6 +65,16 @@ def test_a_bad_cache_size_is_one_line_naming_the_variable(monkeypatch, given):
     assert "\n" not in message and CACHE_ENV in message and repr(given) in message, message
 
 
+@pytest.mark.parametrize(("given", "taken"), [("16M", "16M"), ("4g", "4G")])
+def test_a_cache_size_the_code_gives_needs_only_be_a_size(tmp_path, monkeypatch, given, taken):
+    """``sci-ingest bench cache`` gives its private servers deliberately small caches: the floor is the setting's."""
+    monkeypatch.setenv(CACHE_ENV, "lots")  # not read when the code gives a size
+    assert EmbeddedServer(tmp_path / "db", cache_size=given).cache_size == taken
+    with pytest.raises(ConfigError) as caught:
+        EmbeddedServer(tmp_path / "db", cache_size="lots")
+    assert CACHE_ENV not in str(caught.value) and "'lots'" in str(caught.value)
+
+
 def test_a_private_server_gets_the_cache_size_and_the_allocator_settings(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, "160M")
     for name in SERVER_MALLOC_ENV:

@@ -62,9 +62,9 @@ def server_cache_size(value: str | None = None) -> str:
         return DEFAULT_CACHE
     found = re.fullmatch(r"\s*([0-9]+)\s*([MG])B?\s*", raw, re.IGNORECASE)
     megabytes = int(found.group(1)) * (1024 if found.group(2).upper() == "G" else 1) if found else 0
-    if megabytes < (MIN_CACHE_MB if value is None else 1):
-        raise ConfigError(f"{CACHE_ENV} must be a size in M or G of at least {MIN_CACHE_MB}M (such as 256M "
-                          f"or 1G), not {raw!r}")
+    least, what = (MIN_CACHE_MB, CACHE_ENV) if value is None else (1, "the server's cache size")
+    if megabytes < least:
+        raise ConfigError(f"{what} must be a size in M or G of at least {least}M (such as 256M or 1G), not {raw!r}")
     return f"{found.group(1)}{found.group(2).upper()}"
 
 
