@@ -37,6 +37,7 @@ from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit,
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
 from ingest.load.indexes import add_written
+from ingest.load.keys import ensure_key_scheme
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
@@ -283,6 +284,9 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
             log(f"failed: {outcome.line}")
     if not options.dry_run:
         ensure_versions(db, retry)  # once per database: one read afterwards
+        rekeyed = ensure_key_scheme(db, retry)  # once per database: one read afterwards
+        if rekeyed is not None and rekeyed.moved:
+            log(rekeyed.note())
         summary.rolled_back += _recover_orphans(job, {t.key for t in todo})
     if on_plan is not None:
         on_plan(todo)

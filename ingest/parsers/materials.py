@@ -39,8 +39,8 @@ material   entry            pymatgen ``Computed(Structure)Entry`` dict          
                             ``composition``
 material   xas              has ``spectrum_id`` (XAS spectrum documents)         ``"xas:" + spectrum_id``
 material   phonon           has ``ph_bs`` or ``ph_dos``                          ``"phonon:" + material_id``
-material   summary          has ``material_id`` (summary / API records)          ``material_id``
-material   legacy_material  has ``task_id`` and none of the task markers        ``task_id``
+material   summary          has ``material_id`` (summary / API records)          plain_key(material_id)
+material   legacy_material  has ``task_id`` and none of the task markers        plain_key(task_id)
                             (legacy ``materials`` collection, where the
                             material id was called task_id; emmet magnetism
                             docs)
@@ -51,6 +51,13 @@ material's mp-id with the material's own document (the real data has summary
 ``mp-20`` and entry ``mp-20``, and GGA / GGA+U entries of one material): keyed by
 the bare mp-id one would overwrite the other in the ``materials`` collection.
 Their ``material_id`` alias (added to the stored document) still names the material.
+
+**One namespace per kind of key** (:func:`plain_key`): a typed key is ``<kind>:<id>`` and
+always holds a ``:``; a plain material id (summary, legacy material) never does: its ``%``
+is written ``%25`` and its ``:`` ``%3A``.  So no record's text can make a plain key equal a
+typed one (``{"material_id": "entry:mp-1"}`` is keyed ``entry%3Amp-1``, beside the entry
+``entry:mp-1``), and ids without ``:`` or ``%`` (every Materials Project id) are their own key.
+Task ids key the ``tasks`` collection, which holds one kind: they are kept as given.
 
 Bad records are ParseErrors naming the record: invalid JSON or UTF-8, a value that is not
 an object, a record without the natural key its rule needs.  Whether a good record can be
@@ -70,7 +77,7 @@ from typing import Any, BinaryIO, Iterator
 
 from ingest.errors import InputError, ParseError
 
-__all__ = ["Record", "classify", "read_records", "non_finite"]
+__all__ = ["Record", "classify", "read_records", "non_finite", "plain_key", "TYPED_KINDS", "PLAIN_TYPES"]
 
 CHUNK = 1 << 16
 SNIFF_LINES = 5
@@ -108,6 +115,20 @@ def _error(reason: str, source: str, number: int, start_line: int | None = None)
 
 
 # --------------------------------------------------------------------------- classification
+#: The kinds whose key is ``<kind>:<id>`` in the ``materials`` collection (see the module docstring).
+TYPED_KINDS = ("entry", "xas", "phonon")
+#: The material documents keyed by their plain id, through :func:`plain_key`.
+PLAIN_TYPES = ("summary", "legacy_material")
+
+
+def plain_key(material_id: str) -> str:
+    """The key of a plain material id: ``%`` as ``%25`` and ``:`` as ``%3A``, so that it never holds
+    the ``:`` every typed key (``entry:...``) holds.  ``mp-149`` is ``mp-149``."""
+    if "%" not in material_id and ":" not in material_id:
+        return material_id
+    return material_id.replace("%", "%25").replace(":", "%3A")
+
+
 class _Unclassifiable(Exception):
     pass
 
@@ -164,9 +185,9 @@ def _classify(raw: dict) -> tuple[str, str, str]:
     if "ph_bs" in raw or "ph_dos" in raw:
         return "material", "phonon", "phonon:" + _key_value(raw, "material_id", "a phonon document")
     if "material_id" in raw:
-        return "material", "summary", _key_value(raw, "material_id", "a material document")
+        return "material", "summary", plain_key(_key_value(raw, "material_id", "a material document"))
     if "task_id" in raw:
-        return "material", "legacy_material", _key_value(raw, "task_id", "a legacy material document")
+        return "material", "legacy_material", plain_key(_key_value(raw, "task_id", "a legacy material document"))
     raise _Unclassifiable(
         "cannot classify: no task fields (calcs_reversed, orig_inputs, input+output) and no "
         "natural key (material_id, task_id, entry_id, spectrum_id); keys: " + _key_list(raw)

@@ -260,7 +260,7 @@ MATERIALS = Curated(
     name=_names.MATERIALS,
     one_per="material (and the entries, spectra, phonon documents about one: `doc_type`)",
     fields=(
-        _s("id", "_id", "the document's key: the material id, or entry:/xas:/phonon: + an id"),
+        _s("id", "_id", "the document's key: the material id (% and : as %25, %3A), or entry:/xas:/phonon: + an id"),
         _s("material_id", "material_id", "the Materials Project id (mp-...)"),
         _s("doc_type", "_ingest.type", "summary, legacy_material, entry, xas or phonon"),
         _s("formula_pretty", "formula_pretty", "reduced formula (Fe2O3)"),
