@@ -170,15 +170,17 @@ def _name(keys) -> str:
 
 
 def _explain(coll, spec, curated, as_json: bool) -> int:
-    from ingest.query.plan import explain  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.query.plan import explain, index_state  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
     from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
     from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as explain
 
     plan = explain(coll, spec.filter, projection=spec.projection, sort=spec.sort, limit=spec.limit, hint=spec.hint)
     with db_errors(f"counting {coll.name}"):
         size = coll.estimated_document_count()
+    here, absent = index_state(coll, curated.indexes)
     if as_json:
-        print(dumps({**spec.describe(), "documents": size, **plan.as_dict(), "notes": spec.notes}))
+        print(dumps({**spec.describe(), "documents": size, **plan.as_dict(), "indexes_here": here,
+                     "indexes_absent": absent, "notes": spec.notes}))
         return Exit.OK
     rows = [("collection", f"{coll.name} ({size:,} documents)"),
             ("filter", json.dumps(spec.filter, default=str)),
@@ -187,9 +189,13 @@ def _explain(coll, spec, curated, as_json: bool) -> int:
             ("examined", f"{_n(plan.docs_examined)} documents, {_n(plan.keys_examined)} index keys"),
             ("returned", _n(plan.returned)),
             ("server time", f"{plan.millis} ms" if plan.millis is not None else "?"),
-            ("indexes here", ", ".join(_name(ix) for ix in curated.indexes) or "none")]
+            ("indexes here", ", ".join(ix["index"] + (" (!)" if ix.get("note") else "") for ix in here) or "none")]
+    rows += [("not here", f"{ix['index']}: {ix['reason']}") for ix in absent]
     for key, value in rows:
         print(f"{key:<13} {value}")
+    for ix in here:
+        if ix.get("note"):
+            print(f"(!) {ix['index']}: {ix['note']}")
     for note in spec.notes:
         print(f"note: {note}")
     return Exit.OK

@@ -69,18 +69,34 @@ def _status(args, settings) -> int:
         text = "not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
                                 if status == "dead" else "")
         return _say(args, text, Exit.NOT_RUNNING, status="not running", died=status == "dead")
+    from ingest.store.differences import probe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
     from ingest.store.mongo import connect  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
     from ingest.store.servers import describe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
 
     client = connect(with_credentials(state["uri"], load_credentials(settings.state_dir)))
     try:
         info = describe(client)
+        found = probe(client[settings.db_name], home=settings.state_dir)
     finally:
         client.close()
-    text = f"running: pid {state['pid']}, {state['uri']}, {info.label()}\n{_server_kind(state)}"
+    text = "\n".join([f"running: pid {state['pid']}, {state['uri']}, {info.label()}", _server_kind(state),
+                      *_differences(found)])
     keeper = (state.get("keeper") or {}).get("pid")
     return _say(args, text, Exit.OK, status="running", pid=state["pid"], uri=state["uri"], server=info.label(),
-                kind="per-home" if state.get("idle_s") else "long-lived", idle_s=state.get("idle_s"), keeper=keeper)
+                kind="per-home" if state.get("idle_s") else "long-lived", idle_s=state.get("idle_s"), keeper=keeper,
+                differences=found.as_dict())
+
+
+def _differences(found) -> list[str]:
+    """Where the server answers differently from MongoDB: one line each, with the form that works on both."""
+    if not found.probed:
+        return [f"differences from MongoDB: not probed ({found.error})"]
+    when = f"probed {found.at}" + (f" in {found.seconds:.3f} s" if found.seconds is not None else "")
+    if not found.found:
+        return [f"differences from MongoDB: none found ({len(found.checked)} forms asked, {when})"]
+    return [f"differences from MongoDB: {len(found.found)} of the {len(found.checked)} forms asked ({when}; "
+            "docs/embedded-server.md, 'Wrong answers, avoided'), each with the form that works on both:",
+            *(f"  - {f.line()}" for f in found.found)]
 
 
 def _say(args, text: str, code: Exit, **fields) -> int:

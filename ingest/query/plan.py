@@ -20,34 +20,35 @@
   one-byte decimal exponent; beyond 1e±128 every number collapses to one key that sorts
   above all positive numbers.  E-values such as 1e-198 are common, so an index range
   ``evalue < 1e-20`` there silently loses them (measured: 129 of the samples' 152 such hits
-  found).  The flaw is detected, never assumed from a version: on SecantusDB a probe
-  writes two numbers (1e-200 and 1) to a scratch collection, indexes them and asks for
-  ``< 1e-100``.  Where the answer is wrong and the server would walk an index on a float
+  found).  The flaw is detected, never assumed from a version: the server's probe
+  (:mod:`ingest.store.differences`, asked once per server process, on any server) writes two
+  numbers (1e-200 and 1) to a scratch collection, indexes them and asks for ``< 1e-100``.
+  Where the answer is wrong and the server would walk an index on a float
   (or raw) path for a numeric range or a sort on it, the query is run with ``hint:
   {$natural: 1}`` (a collection scan, so the answer is right) and a note says so.
   Equality (``==``, ``in``) stays on the index: the server re-checks every candidate.  A
-  real MongoDB is not probed.
+  server the probe could not ask (a read-only user) is taken to have the flaw if it is a
+  SecantusDB, not otherwise.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.store.differences import FLOAT_INDEX, probe
 from ingest.store.mongo import db_errors
 from ingest.store.servers import describe, drop_indexes, ensure_indexes
-from ingest.errors import DatabaseError, UnsupportedFeature
+from ingest.errors import UnsupportedFeature
 from ingest.store.curated import UnknownCollection, get, all_curated, index_name
 
 __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "explain", "read_plan", "scan_warning",
            "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note", "server_of",
-           "numeric_paths", "unsafe_index", "paths_and_ops"]
+           "numeric_paths", "unsafe_index", "paths_and_ops", "index_state"]
 
 SCAN_WARN_DOCUMENTS = int(os.environ.get("SCI_INGEST_SCAN_WARN", "100000"))
 _RANGE = {"$lt", "$lte", "$gt", "$gte"}
-_PROBED: dict[tuple, bool] = {}
 
 
 @dataclass
@@ -154,29 +155,12 @@ def scan_warning(coll, filter_: dict, sort, hint, indexes: list[str], threshold:
 
 # ------------------------------------------------------------------ SecantusDB's numeric index keys
 def numeric_keys_exact(db, info) -> bool:
-    """Whether a range over an index on numbers finds every number (False: SecantusDB's flaw)."""
-    if info.kind != "SecantusDB":
-        return True
-    key = (info.kind, info.engine_version)
-    if key not in _PROBED:
-        _PROBED[key] = _probe(db)
-    return _PROBED[key]
-
-
-def _probe(db) -> bool:
-    name = f"_sci_ingest_probe_{uuid.uuid4().hex[:12]}"
-    try:
-        with db_errors("probing the server's numeric index keys"):
-            coll = db[name]
-            try:
-                coll.insert_many([{"_id": 1, "v": 1e-200}, {"_id": 2, "v": 1.0}])
-                coll.create_index([("v", 1)])
-                found = len(list(coll.find({"v": {"$lt": 1e-100}}, {"_id": 1})))  # a find: a load sends no count
-            finally:
-                coll.drop()
-        return found == 1
-    except DatabaseError:  # e.g. a read-only user: a SecantusDB is then taken to have the flaw
-        return False
+    """Whether a range over an index on numbers finds every number (False: SecantusDB's flaw), as the
+    server's probe found (:func:`ingest.store.differences.probe`)."""
+    found = probe(db)
+    if found.probed:
+        return not found.has(FLOAT_INDEX)
+    return info.kind != "SecantusDB"  # not asked (a read-only user): the safe side where the flaw is known
 
 
 def paths_and_ops(filter_: Any, out: list | None = None) -> list[tuple[str, str, Any]]:
@@ -325,6 +309,46 @@ def withheld_note(changed: dict) -> str | None:
             f"(a range over them scans): {', '.join(parts)}")
 
 
+# ------------------------------------------------------------------ the indexes a collection has
+def _key(pattern) -> tuple:
+    return tuple((k, int(v) if isinstance(v, (int, float)) else v) for k, v in pattern)
+
+
+def index_state(coll, declared) -> tuple[list[dict], list[dict]]:
+    """The indexes ``coll`` really has (``index_information``), and those of ``declared`` (key lists)
+    it has not, each with why.  Returns ([{index, keys, note?}], [{index, reason}]); an index here on a
+    float field where the server's index keys lose numbers is noted (a range through it is not used)."""
+    with db_errors(f"listing the indexes of {coll.name}"):
+        info = coll.index_information()
+    exact = numeric_keys_exact(coll.database, server_of(coll.database))
+    floats = _float_paths(coll.name)
+    here = []
+    for name, spec in info.items():
+        row = {"index": name, "keys": [list(k) for k in _key(spec["key"])]}
+        if not exact and any(path in floats for path, _ in spec["key"]):
+            row["note"] = ("on a float field: this server's index keys lose the order of numbers beyond 1e±128, "
+                           "so sci-ingest does not range or sort through it")
+        here.append(row)
+    have = {_key(spec["key"]) for spec in info.values()}
+    _build, changed = exact_indexes(coll.database, coll.name, declared)
+    cut = dict(changed)
+    absent = []
+    for keys in declared:
+        keys = _key(keys)
+        if keys in have:
+            continue
+        if keys in cut:
+            instead = cut[keys]
+            reason = ("withheld: this server's index keys lose the order of numbers beyond 1e±128"
+                      + (f" ({index_name(instead)} instead)" if instead else ""))
+        elif not info:
+            reason = "the collection does not exist here (yet)"
+        else:
+            reason = "not built: `sci-ingest indexes` builds it"
+        absent.append({"index": index_name(keys), "reason": reason})
+    return here, absent
+
+
 # ------------------------------------------------------------------ building the curated indexes
 def present_indexes(db) -> dict[str, set[tuple]]:
     """The key patterns of the indexes each existing collection has."""
@@ -332,8 +356,7 @@ def present_indexes(db) -> dict[str, set[tuple]]:
     with db_errors(f"listing the indexes of {db.name}"):
         names = set(db.list_collection_names())
         for coll in names:
-            out[coll] = {tuple((k, int(v) if isinstance(v, (int, float)) else v) for k, v in info["key"])
-                         for info in db[coll].index_information().values()}
+            out[coll] = {_key(info["key"]) for info in db[coll].index_information().values()}
     return out
 
 

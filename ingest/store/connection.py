@@ -6,7 +6,7 @@ server start`` or by an earlier command), else a per-home server started for the
 next commands too (:mod:`ingest.server.keeper`), else, with ``SCI_INGEST_SERVER_IDLE=0``,
 a private one started for the block and stopped after it.
 :func:`prepare` creates the indexes every step relies on and notes what the
-server lacks.
+server lacks, and where it answers differently from MongoDB (:mod:`ingest.store.differences`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, running_server
+from ingest.store.differences import probe
 from ingest.store.mongo import close_client, connect, forget
 from ingest.store.servers import ServerInfo, describe, ensure_hashed_indexes, ensure_indexes
 
@@ -103,6 +104,11 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
     note = _index_note(conn)
     if note:
         notes.append(note)
+    found = probe(conn.db)  # once per server process (ingest.store.differences)
+    if found.note():
+        notes.append(found.note())
+    elif not found.probed:
+        notes.append(f"the server's answers were not probed against MongoDB's: {found.error}")
     if not conn.info.sharding:
         notes.append(f"not sharded: {conn.info.topology} (use `sci-ingest shard` against mongos to shard)")
     return notes
