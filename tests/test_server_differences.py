@@ -1,6 +1,6 @@
 """Where the server answers differently from MongoDB: the probe (ingest/store/differences.py) against
 what the server really answers, ``server status`` naming each difference, ``query --explain`` showing
-only the indexes there are.
+only the indexes there are, and ``export`` never replacing a file nobody named.
 
 Each form is run here as analysts write it, on hits and searches of the test's own, and its answer
 compared with MongoDB's (computed in Python from the documents, by MongoDB's rules); the probe must
@@ -219,3 +219,26 @@ def test_explain_shows_the_indexes_the_collection_has_and_why_the_others_are_not
     assert sorted(n.removesuffix(" (!)") for n in here.split(None, 2)[2].split(", ")) == sorted(have)
     assert [line.split()[2].rstrip(":") for line in text.splitlines() if line.startswith("not here")] == \
         [ix["index"] for ix in data["indexes_absent"]]
+
+
+def test_export_without_out_never_replaces_a_file_unless_forced(mongo_uri, seeded, tmp_path):
+    def export(*argv):
+        return _sci(tmp_path / "home", "export", "searches", "--db", seeded.name, "--format", "csv", *argv,
+                    uri=mongo_uri, cwd=tmp_path)
+
+    first = export()
+    assert first.returncode == 0, first.stderr
+    target = tmp_path / "searches.csv"
+    target.write_text("mine\n")
+    refused = export()
+    assert refused.returncode == 64
+    assert refused.stderr.splitlines() == ["error: export: searches.csv exists and no --out names it: nothing "
+                                           "written; give --out FILE, or --force to replace it"]
+    assert target.read_text() == "mine\n"
+    forced = export("--force")
+    assert forced.returncode == 0, forced.stderr
+    assert target.read_text() != "mine\n" and len(target.read_text().splitlines()) == len(SEARCHES) + 1
+    named = export("--out", "searches.csv")  # a file --out names is replaced: you named it
+    assert named.returncode == 0, named.stderr
+    folder = export("--out", str(tmp_path))
+    assert folder.returncode == 64 and "is a folder" in folder.stderr and len(folder.stderr.splitlines()) == 1

@@ -5,6 +5,7 @@
     sci-ingest query hits --where 'query_id == "X"' --explain          the plan: index or COLLSCAN, counts
     sci-ingest query hits --fields-list                                  the fields, questions and indexes
     sci-ingest export hits --format parquet --out hits.parquet
+    sci-ingest export hits --force                                       hits.parquet here, replaced if it exists
     sci-ingest indexes                                                   (re)build the curated indexes
 
 Registered by :mod:`ingest.cli.main` through :func:`register`.
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 
 from ingest.errors import Exit
+from ingest.fileio import printable
 
 __all__ = ["register", "cmd_query", "cmd_export", "cmd_indexes"]
 
@@ -126,6 +129,15 @@ def _query_format(args) -> str:
     return fmt
 
 
+def _check_out(path: str | None) -> None:
+    """--out names a file (replaced when the output is complete), never a folder: refused before any work."""
+    from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
+
+    if path and path != "-" and os.path.isdir(path):
+        raise QueryError("--out", f"{printable(path)} is a folder: name a file (it is written whole, then renamed "
+                                  "into place)")
+
+
 @_guarded
 def cmd_query(args) -> int:
     if args.collections:
@@ -135,6 +147,7 @@ def cmd_query(args) -> int:
         return _print_fields(curated, args.json)
     spec = _spec(args, curated)
     fmt = _query_format(args)
+    _check_out(args.out)
     from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config); parse and --help must not pay them
     from ingest.query.output import run_query  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
     from ingest.query.plan import scan_warning  # noqa: PLC0415 - lazy: pymongo, as run_query
@@ -231,6 +244,10 @@ def cmd_export(args) -> int:
     out = args.out or f"{curated.name}.{fmt}"
     if args.batch_size is not None and args.batch_size < 1:
         raise QueryError("--batch-size", f"must be at least 1, not {args.batch_size}")
+    _check_out(args.out)
+    if not args.out and os.path.lexists(out) and not args.force:
+        raise QueryError("export", f"{printable(out)} exists and no --out names it: nothing written; give --out "
+                                   "FILE, or --force to replace it")
     with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
         spec.settle(coll, conn.info)
@@ -319,16 +336,23 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "  sci-ingest export tasks --fields task_id,material_id,band_gap --format csv --out tasks.csv\n"
             "\nColumns: every curated field (--fields to choose), typed by its declared kind; a document\n"
             "whose field has another type is set aside, never converted: counted on stderr and named in\n"
-            "OUT.rejects.jsonl.  Streams in batches (--batch-size, default 2000 documents).\n" + LANGUAGE,
+            "OUT.rejects.jsonl.  Streams in batches (--batch-size, default 2000 documents).\n"
+            "\nWhere: --out FILE (replaced when the export is complete: written to a temporary file, then\n"
+            "renamed); without --out, COLLECTION.FORMAT in the current folder, which is never replaced\n"
+            "unless --force (an existing one: exit 64, nothing written).  --out naming a folder: exit 64.\n"
+            + LANGUAGE,
             json="print what was written as one JSON object on stdout (rows, columns, documents set aside, ...)",
             here={Exit.PARTIAL: "written, with documents set aside: their fields' types differ from the declared "
                                 "schema; each is named in OUT.rejects.jsonl and counted on stderr",
-                  Exit.USAGE: BAD_QUERY + "; nothing was written"})
+                  Exit.USAGE: BAD_QUERY + "; without --out, a COLLECTION.FORMAT that exists (--force replaces "
+                                          "it); --out naming a folder; nothing was written"})
     p.add_argument("collection", metavar="COLLECTION", help="hits, searches, materials, tasks or an analysis output")
     _query_options(p)
     p.add_argument("--format", choices=["parquet", "arrow", "csv"], default="parquet",
                    help="parquet (default), arrow (Arrow IPC file, Feather v2) or csv")
     p.add_argument("--batch-size", type=int, metavar="N", help="documents per batch read (default 2000)")
+    p.add_argument("--force", action="store_true", help="without --out: replace an existing COLLECTION.FORMAT "
+                   "(refused otherwise, exit 64); a file --out names is always replaced")
     _descending_sort_values(p)
 
     p = add("indexes", cmd_indexes, "(re)build the curated collections' indexes, idempotently",
