@@ -93,8 +93,13 @@ def detect(path: Path) -> Format:
 
 
 def detect_head(path: Path, head: bytes) -> Format:
-    """The format of ``path`` whose first (decompressed) bytes are ``head``."""
+    """The format of ``path`` whose first (decompressed) bytes are ``head``: the one its name's
+    suffix registers, whatever the bytes (a ``.jsonl`` file whose first 4 KiB hold a ``-m 10``
+    report is JSON, and refused as such), else the first whose sniffer knows the bytes."""
     name = strip_compression(path.name.lower())
+    for fmt in _REGISTRY.values():
+        if fmt.suffixes and name.endswith(fmt.suffixes):
+            return fmt
     for fmt in _REGISTRY.values():
         if fmt.sniff(name, head):
             return fmt

@@ -85,6 +85,13 @@ SNIFF_LINES = 5
 #: memory.  MongoDB stores documents of at most 16 MiB of BSON.  ``SCI_INGEST_MAX_RECORD_BYTES``.
 MAX_RECORD_BYTES = int(os.environ.get("SCI_INGEST_MAX_RECORD_BYTES", str(16 << 20)))
 
+#: A line of a FASTA ``-m 10`` report: its command line (``# ssearch36 -m 10 ...``), a query line
+#: (``  1>>>ID ...``) or an end of query or run.  Met where a JSON Lines record was expected, it starts
+#: another format: the file is refused whole, there (docs/loading.md, "A file holds one format").
+_REPORT_LINE = re.compile(rb"#\s*\S*?(?:fast[afmsxy]|tfast[fmsxy]|ssearch|ggsearch|glsearch|lalign)3\d(?:_t)?\s"
+                          rb"|\d+>>>|>>>(?:///|<<<)")
+_OTHER_FORMAT = ("a FASTA -m 10 report starts here, after JSON records: a file holds one format, "
+                 "and one holding more is refused whole")
 _ENTRY_CLASSES = {"ComputedStructureEntry", "ComputedEntry", "GibbsComputedStructureEntry"}
 _ESCAPED_BYTES = re.compile("[\udc80-\udcff]")  # undecodable bytes under surrogateescape
 
@@ -338,6 +345,9 @@ def _read_lines(stream: BinaryIO, source: str, first_line: int = 1) -> Iterator[
             yield ParseError(f"not valid UTF-8 (byte {exc.start + 1})", source=source, line=number)
             continue
         except ParseError as exc:
+            if _REPORT_LINE.match(raw_line.lstrip()):  # the rest is another format: one error says so
+                yield ParseError(_OTHER_FORMAT, source=source, line=number)
+                return
             yield ParseError(exc.reason, source=source, line=number)
             continue
         yield _record(value, number, source, text=text)

@@ -177,6 +177,8 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
             raise r.error(f"'; key: value' line outside a query block: {line[:60]!r}", r.line_no)
         if line.count(b"\t") >= 5 and query_index == 0:
             raise r.error("tab-separated columns: this looks like BLAST/FASTA tabular output, not -m 10", r.line_no)
+        if line.strip():
+            _outside(r, run, line)
         preamble += 1
         if preamble > MAX_PREAMBLE:
             raise r.error(f"no query block ('  N>>>' line) within {MAX_PREAMBLE} lines", r.line_no)
@@ -190,6 +192,31 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
             max(r.line_no, 1),
         )
     yield from held.flush(r, dicts, warn)
+
+
+#: What FASTA prints after a run's ">>>///" (``print_sum`` of its ``compacc2e.c``): the queries' and the
+#: library's residues, the ``[STP]complib`` version line, start and end, scan and display times, the
+#: function.  With blank lines, the only text between the end of a run and the next run or the end.
+_TRAILER = re.compile(rb"(?:\d+ residues in +\d+ (?:query|library) +sequences|\s*[STP]complib \[|\s*start: "
+                      rb"|\s*(?:Total )?Scan time: |Function used was )")
+_ONE_FORMAT = "a file holds one format, and one holding more is refused whole"
+
+
+def _outside(r: _Reader, run: _Run, line: bytes) -> None:
+    """Refuse a line outside any query block that is none of FASTA's (a file that goes on in another
+    format after a report, or holds another format before or between its queries, is never
+    half loaded): after a run's end, anything but its trailer (:data:`_TRAILER`); between two
+    queries, any text; before a run's first query (the program's banner), a JSON value."""
+    shown = line[:60]
+    if line.lstrip()[:1] in (b"{", b"["):
+        what = f"a JSON value ({shown!r})"
+    elif (not _TRAILER.match(line)) if run.complete else run.queries:
+        what = f"{shown!r}"
+    else:
+        return
+    where = ("after the end of the run ('>>>///')" if run.complete else
+             "between two queries" if run.queries else "before the run's first query")
+    raise r.error(f"{what} {where}, where FASTA prints no such line: {_ONE_FORMAT}", r.line_no)
 
 
 def _types(program: str | None, unit: bytes) -> tuple[str, str]:
