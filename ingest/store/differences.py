@@ -42,6 +42,7 @@ STALE_S = 600
 #: The check of ranges through an index on floats (what :func:`ingest.query.plan.numeric_keys_exact` reads).
 FLOAT_INDEX = "float_index_range"
 _KEEP = 16  # servers remembered in the cache file
+_UNAUTHORIZED = 13
 _HITS = {"$match": {"g": {"$exists": True}}}
 _SEARCHES = {"$match": {"program": {"$exists": True}}}
 #: The scratch documents: three "hits" (g: their query, sid: their search, a: their HSPs), two
@@ -227,6 +228,8 @@ def _answer(coll, ask: Callable, what: str):
         raise
     except DatabaseError as exc:
         cause = exc.__cause__
+        if getattr(cause, "code", None) == _UNAUTHORIZED:  # the user's rights, not the server's answer
+            raise
         details = getattr(cause, "details", None) or {}
         return _Failed(getattr(cause, "code", None), details.get("codeName"),
                        str(details.get("errmsg") or exc).splitlines()[0][:120])
@@ -254,17 +257,24 @@ def _ask(db) -> Probe:
     found = []
     with db_errors("probing the server's answers (a scratch collection)"):
         _drop_stale(db)
-        coll.insert_many([dict(d) for d in _DOCS])
+    done = False
     try:
+        with db_errors("probing the server's answers (a scratch collection)"):
+            coll.insert_many([dict(d) for d in _DOCS])
         for check in CHECKS:
             answer = _answer(coll, check.ask, f"probing {check.title}")
             if answer == check.want:
                 continue
             works = _answer(coll, check.ask_instead, f"probing the form that works for {check.title}")
             found.append(Found(check.key, _words(check, answer), works == check.want_instead))
+        done = True
     finally:
-        with db_errors(f"dropping the probe's scratch collection {name}"):
-            coll.drop()
+        try:
+            with db_errors(f"dropping the probe's scratch collection {name}"):
+                coll.drop()
+        except DatabaseError:
+            if done:  # else the error that stopped the probe is the one to tell
+                raise
     return Probe(checked=tuple(c.key for c in CHECKS), found=tuple(found),
                  seconds=round(time.perf_counter() - started, 3), at=_utc_now())
 
@@ -295,11 +305,11 @@ def identity(db) -> dict | None:
         with db_errors("asking the server serverStatus"):
             status = db.client.admin.command({"serverStatus": 1, "repl": 0, "metrics": 0, "locks": 0,
                                               "wiredTiger": 0, "tcmalloc": 0})
-            address = db.client.address
     except ServerUnavailable:
         raise
     except DatabaseError:
         return None
+    address = _address(db.client)
     local, uptime = status.get("localTime"), status.get("uptimeMillis")
     if not hasattr(local, "timestamp") or not isinstance(uptime, (int, float)) or status.get("pid") is None:
         return None
@@ -307,6 +317,17 @@ def identity(db) -> dict | None:
         local = local.replace(tzinfo=datetime.timezone.utc)
     return {"address": f"{address[0]}:{address[1]}" if address else None, "host": status.get("host"),
             "pid": int(status["pid"]), "start_ms": int(local.timestamp() * 1000 - uptime)}
+
+
+def _address(client) -> tuple | None:
+    """(host, port) of the server the client talks to; None for several mongos (no one address)."""
+    try:
+        with db_errors("asking the client its server's address"):
+            return client.address
+    except ServerUnavailable:
+        raise
+    except DatabaseError:
+        return None
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -359,7 +380,7 @@ def probe(db, *, home: Path | None = None, fresh: bool = False) -> Probe:
     """What the server behind ``db`` answers differently from MongoDB (:data:`CHECKS`), asked once per
     server process (``fresh``: ask again).  Never raises for a server that refuses the probe (then
     :attr:`Probe.error` says why); raises :class:`ServerUnavailable` when the server cannot be reached."""
-    local_key = (id(db.client), db.client.address)
+    local_key = (id(db.client), _address(db.client))
     if not fresh and local_key in _IN_PROCESS:
         return _IN_PROCESS[local_key]
     ident = identity(db)
