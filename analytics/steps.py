@@ -114,10 +114,16 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
         rec.records_in = report.rows_checked
         rec.records_out = sum(1 for s in report.suites if s.success)
         rec.detail = {"suites": len(report.suites), "ok": report.ok, "checked": "cluster" if client else "here",
-                      "verdicts_kept": sum(1 for s in report.suites if s.reused_from)}
+                      "verdicts_kept": sum(1 for s in report.suites if s.reused_from),
+                      "failed": [s.suite for s in report.failed_suites],
+                      "checked_nothing": [s.suite for s in report.suites if s.skipped],
+                      "verdict": report.verdict}
         if not report.ok:
             rec.status = "failed"
             rec.error = "critical expectation failed"
+        elif report.failed_suites:
+            rec.status = "failed"
+            rec.error = report.verdict
     return report
 
 

@@ -63,6 +63,9 @@ DEFAULT_ARGS = {
         ),
         "full": Param(False, type="boolean", title="Analyse and validate everything",
                       description="Off: only what changed since each analysis and suite last ran."),
+        "on_validation_failure": Param("fail", enum=["fail", "warn"], title="A failed expectation (severity error)",
+                                       description="fail: the validate task fails; warn: its log says so and it "
+                                                   "succeeds. A failed critical expectation always fails it."),
     },
     tags=["sci-ingest"],
     doc_md=__doc__,
@@ -95,13 +98,15 @@ def sci_ingest():
 
     @task(task_id="validate", multiple_outputs=False)
     def validate() -> dict:
-        """Great Expectations checks; a critical failure fails the task without retry."""
+        """Great Expectations checks; a failed expectation of severity critical or error fails the task without
+        retry (error: unless param on_validation_failure is warn)."""
         from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 
         context = get_current_context()
         return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
-                        lineage=lineage_of(context), incremental=not context["params"].get("full"))
+                        lineage=lineage_of(context), incremental=not context["params"].get("full"),
+                        on_failure=context["params"].get("on_validation_failure", "fail"))
 
     load() >> analyze() >> validate()
 

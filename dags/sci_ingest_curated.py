@@ -45,7 +45,8 @@ def sci_ingest_curated():
 
     @task(task_id="validate")
     def validate() -> dict:
-        """Great Expectations checks; a critical failure fails the task without retry, naming it."""
+        """Great Expectations checks; a failed expectation of severity critical or error fails the task without
+        retry, naming it."""
         from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
         from ingest.pipeline import task_validate
 

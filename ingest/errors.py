@@ -35,6 +35,7 @@ class Exit(IntEnum):
     FATAL = 1
     PARTIAL = 2
     NOT_RUNNING = 3
+    VALIDATION = 4
     USAGE = 64  # sysexits.h's EX_USAGE
     INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -47,9 +48,22 @@ EXIT_MEANINGS = {
     Exit.PARTIAL: "some inputs (files, records, documents) failed or were set aside, each named on stderr; "
                   "the rest was done",
     Exit.NOT_RUNNING: "no server runs (`server status`)",
+    Exit.VALIDATION: "validation failed: an expectation of severity `error` failed (each named in the report); "
+                     "the rest of the run was done",
     Exit.USAGE: "usage: a bad option or value, or a name that does not exist (an analysis, an experiment, "
                 "a collection, a field, a run); nothing was done",
     Exit.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM); the same command resumes",
+}
+
+
+#: The status a run is recorded with, for the code its command exits with: the same word in the
+#: ``--json`` report, on the run's ``close`` row in ``stage_timings``, in ``timings --list`` and the report.
+RUN_STATUS = {
+    Exit.OK: "ok",
+    Exit.FATAL: "failed",
+    Exit.PARTIAL: "partial",
+    Exit.USAGE: "refused",
+    Exit.INTERRUPTED: "interrupted",
 }
 
 

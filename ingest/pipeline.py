@@ -21,6 +21,7 @@ it (:class:`Cluster`).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 import uuid
 from contextlib import ExitStack
@@ -31,7 +32,8 @@ from typing import Callable, Sequence
 from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import ConfigError, Exit, InputError, SciIngestError, ServerUnavailable, ValidationFailed
+from ingest.errors import (ConfigError, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable, UsageError,
+                           ValidationFailed)
 from ingest.store.mongo import Retry, ping, process_alive, redact
 from ingest.store.servers import ServerInfo
 from ingest.timing import command_start, StageRecord, Timings, from_epoch, utcnow
@@ -40,9 +42,12 @@ from ingest.plugins import step
 from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
 from ingest.report import timing_table
 
+_log = logging.getLogger(__name__)
+
 STEPS = ("load", "analyze", "validate")
 #: The run report's exit codes, from the one table (:class:`ingest.errors.Exit`).
 EXIT_OK, EXIT_FATAL, EXIT_PARTIAL, EXIT_INTERRUPTED = Exit.OK, Exit.FATAL, Exit.PARTIAL, Exit.INTERRUPTED
+EXIT_VALIDATION = Exit.VALIDATION
 
 
 def new_run_id() -> str:
@@ -72,12 +77,19 @@ class RunReport:
     resume: str | None = None  # the command that goes on after an interruption
     exit_code: int = EXIT_OK
 
+    @property
+    def status(self) -> str:
+        """The run's status: the word of its exit code (:data:`ingest.errors.RUN_STATUS`), the same in
+        ``--json``, on its ``close`` row and in ``timings --list``."""
+        if self.exit_code == EXIT_VALIDATION:
+            return self.validation.verdict
+        return RUN_STATUS[self.exit_code]
+
     def as_json(self) -> dict:
         load = self.load.as_dict() if self.load is not None else {}
         out = {
             "run_id": self.run_id,
-            "status": {EXIT_OK: "ok", EXIT_PARTIAL: "partial", EXIT_FATAL: "failed",
-                       EXIT_INTERRUPTED: "interrupted"}[self.exit_code],
+            "status": self.status,
             "exit_code": self.exit_code,
             "server": {**self.server.as_dict(), "uri": redact(self.uri)},
             "stages": [r.as_json() for r in self.stages if r.scope == "run"],
@@ -112,9 +124,12 @@ def _validation_json(report) -> dict | None:
         return None
     return {
         "ok": report.ok,
+        "verdict": report.verdict,
+        "failed_suites": len(report.failed_suites),
         "rows_checked": report.rows_checked,
         "suites": [
-            {"suite": s.suite, "collection": s.collection, "rows": s.rows, "success": s.success,
+            {"suite": s.suite, "collection": s.collection, "rows": s.rows, "status": s.status,
+             "success": s.success, "failed": s.failed,
              "failures": s.failures, **({"verdict_of": s.reused_from} if s.reused_from else {}),
              **({"rows_new": s.rows_new} if s.rows_new is not None else {})}
             for s in report.suites
@@ -313,6 +328,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
                 report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
+                    if report.validation.failed_suites:  # what analysts read is not right: not green
+                        report.exit_code = EXIT_VALIDATION
             else:
                 report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
             if not gone:
@@ -439,8 +456,12 @@ def task_analyze(run_id: str, mongo_uri: str | None = None, lineage: dict | None
 
 
 def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | None = None,
-                  incremental: bool = False) -> dict:
-    """Airflow task: every suite (``incremental``: a suite nothing of which changed keeps its verdict)."""
+                  incremental: bool = False, on_failure: str = "fail") -> dict:
+    """Airflow task: every suite (``incremental``: a suite nothing of which changed keeps its verdict).
+    A failed critical expectation fails the task; so does one of severity ``error`` unless
+    ``on_failure`` is ``warn`` (then the task log says so and the task succeeds)."""
+    if on_failure not in ("fail", "warn"):
+        raise ConfigError(f"on_failure must be 'fail' or 'warn', not {on_failure!r}")
     settings = _task_settings(mongo_uri)
     with database(settings) as conn:
         timings = Timings(run_id, conn.info.kind, conn.db[TIMINGS], lineage)
@@ -450,3 +471,10 @@ def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | Non
             _log_stage_table(timings)
     report.raise_for_critical()
     return {"run_id": run_id, **_validation_json(report)}
+    _log.info("validation %s: %s", run_id, report.summary())
+    if on_failure == "warn":
+        if report.failed_suites:
+            _log.warning("validation %s: %s; the DAG is set to warn (on_failure='warn'), so the task goes on",
+                        run_id, report.verdict)
+    else:
+        report.raise_for_failed()

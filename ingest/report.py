@@ -108,6 +108,10 @@ def render_run(report) -> str:
             f"documents: {data['inserted']:,} inserted, {data['updated']:,} updated, "
             f"{data['skipped']:,} skipped (already loaded)"
         )
+        aside = data.get("set_aside") or []
+        if aside:
+            add(f"set aside: {sum(a['total'] for a in aside):,} value(s) of another type than declared, in "
+                f"{len(aside)} file(s) (named on stderr; all in --json and the ledger)")
         warned = data.get("warnings") or []
         if warned:
             add(f"warnings: {sum(w['total'] for w in warned):,} in {len(warned)} file(s) (the first of each named on "
@@ -130,13 +134,20 @@ def render_run(report) -> str:
     if val:
         passed = sum(1 for s in val["suites"] if s["success"])
         kept = sum(1 for s in val["suites"] if s.get("verdict_of"))
-        add(f"validation: {passed}/{len(val['suites'])} suites passed, {val['rows_checked']:,} rows checked"
+        nothing = [s for s in val["suites"] if str(s.get("status", "")).startswith("checked nothing")]
+        failed = sum(1 for s in val["suites"] if s.get("failed"))
+        add(f"validation: {passed}/{len(val['suites'])} suites passed"
+            + (f", {failed} failed" if failed else "") + (f", {len(nothing)} checked nothing" if nothing else "")
+            + f", {val['rows_checked']:,} rows checked"
             + (f" ({kept} verdict(s) kept: nothing those suites read changed)" if kept else ""))
+        for suite in nothing:
+            add(f"  {suite['suite']} [{suite['collection']}]: {suite['status']}")
         for suite in val["suites"]:
             for failure in suite["failures"]:
-                crit = "CRITICAL " if failure.get("critical") else ""
-                add(f"  {crit}{suite['suite']}: {failure.get('expectation')} "
-                    f"{failure.get('column') or ''} sample={failure.get('sample')}")
+                level = failure.get("severity") or ("critical" if failure.get("critical") else "error")
+                add(f"  {level.upper()} {suite['suite']}: {failure.get('expectation')} "
+                    f"{failure.get('column') or ''} sample={failure.get('sample')}"
+                    + (f" observed={failure['observed_value']!r}" if "observed_value" in failure else ""))
     idle = [r for r in data["analysis"] if (r.get("scope") or {}).get("mode") == "none"]
     unchanged = ((report.load is None or data["files"]["files_loaded"] + data["files"]["files_failed"] == 0)
                  and (data["analysis"] or val) and len(idle) == len(data["analysis"])

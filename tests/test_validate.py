@@ -173,7 +173,16 @@ def test_good_documents_pass_and_are_recorded(db, mongo_uri):
     for name in ("searches", "hits", "materials", "tasks", "query_best_hits", "oxide_formation_energy"):
         assert by_suite[name].status == STATUS_PASSED, report.summary()
         assert by_suite[name].success and not by_suite[name].failures
-    assert by_suite["material_entries"].status == STATUS_SKIPPED  # no entry documents inserted
+    # no entry documents inserted: its filter matched none of the materials, which is not a pass
+    entries = by_suite["material_entries"]
+    assert entries.status == "checked nothing: its filter matched none of the 3 documents", entries.status
+    assert not entries.success and not entries.failed and entries.skipped
+    # inserted behind the loader's back: no loaded file holds these searches, which the table checks see
+    [tables] = report.failed_suites
+    assert tables.suite == "tables" and report.verdict == "validation failed (1 of 12 suites)"
+    assert {(f["expectation"], f["kwargs"]["collection"], f["severity"]) for f in tables.failures} == {
+        ("expect_references_to_exist", "searches", "error"),  # their files are not in the ledger
+        ("expect_references_to_exist", "materials", "warning")}  # linked tasks not loaded: partial data
     assert by_suite["hits"].rows == 5  # 2 + 1 + 1 (unaligned) + 1 HSPs
     assert by_suite["hits"].documents == 4
     assert by_suite["materials"].rows == 3
@@ -224,34 +233,55 @@ def test_bad_values_fail_critically_with_names_and_samples(db, mongo_uri):
     assert identity["sample_rows"] == [{"_id": f"{SHA[:20]}:0:1", "value": 1.7}]
 
 
-def test_non_critical_failures_and_non_numbers_are_warnings(db, mongo_uri):
+def test_severities_an_error_fails_the_validation_a_warning_is_reported(db, mongo_uri):
     db.materials.insert_many([
-        material_doc("mp-149", formation_energy_per_atom=42.0),            # implausible, not impossible
-        material_doc("mp-1143", elements=["Al", "O"], nelements=3),         # nelements != len(elements)
-        # a legacy document whose band_gap is a sub-document, not a number
+        material_doc("mp-149", formation_energy_per_atom=42.0),            # implausible, not impossible: warning
+        material_doc("mp-1143", elements=["Al", "O"], nelements=3),         # nelements != len(elements): error
+        # a legacy document whose band_gap is a sub-document, not a number: error
         {"_id": "mp-20351", "material_id": "mp-20351", "elements": ["In", "P"], "nelements": 2,
          "band_gap": {"search_gap": {"band_gap": 0.468, "is_direct": True}}},
     ])
     report = validate(mongo_uri, db.name, "run-warn", suites=["materials"])
     [materials] = report.suites
-    assert report.ok and materials.status == STATUS_WARNINGS
-    assert not materials.success
-    report.raise_for_critical()  # warnings never raise
+    assert report.ok and materials.status == STATUS_FAILED and materials.failed
+    assert not materials.success and report.failed_suites == [materials]
+    assert report.verdict == "validation failed (1 of 1 suites)"
+    report.raise_for_critical()  # no critical expectation failed: nothing fatal
+    with pytest.raises(ValidationFailed) as caught:
+        report.raise_for_failed()
+    assert "validation failed (1 of 1 suites)" in str(caught.value)
     failed = {(f["expectation"], f["column"]): f for f in materials.failures}
     assert all(not f["critical"] for f in failed.values())
-    assert failed[("expect_column_values_to_be_between", "formation_energy_per_atom")]["sample"] == [42.0]
-    assert failed[("expect_column_pair_values_to_be_equal", "nelements, elements.len")]["sample"] == [[3.0, 2.0]]
+    plausible = failed[("expect_column_values_to_be_between", "formation_energy_per_atom")]
+    assert plausible["sample"] == [42.0] and plausible["severity"] == "warning"
+    pair = failed[("expect_column_pair_values_to_be_equal", "nelements, elements.len")]
+    assert pair["sample"] == [[3.0, 2.0]] and pair["severity"] == "error"
     non_numeric = failed[("expect_column_values_to_be_null", "band_gap:non_numeric")]
-    assert "search_gap" in non_numeric["sample"][0]
+    assert "search_gap" in non_numeric["sample"][0] and non_numeric["severity"] == "error"
     assert non_numeric["sample_rows"][0]["_id"] == "mp-20351"
-    assert "warning: expect_column_values_to_be_null on band_gap:non_numeric" in report.summary()
+    summary = report.summary()
+    assert "ERROR: expect_column_values_to_be_null on band_gap:non_numeric" in summary
+    assert "WARNING: expect_column_values_to_be_between on formation_energy_per_atom" in summary
+    # and formula_pretty, which mp-20351 lacks (2 of 3 rows, under its mostly=0.9)
+    assert {f["column"] for f in caught.value.failures} == {"nelements, elements.len", "band_gap:non_numeric",
+                                                            "formula_pretty"}
+
+
+def test_warnings_alone_pass(db, mongo_uri):
+    db.materials.insert_many([material_doc("mp-149", formation_energy_per_atom=42.0), material_doc("mp-1143")])
+    report = validate(mongo_uri, db.name, "run-warn-only", suites=["materials"])
+    [materials] = report.suites
+    assert materials.status == STATUS_WARNINGS and materials.success and not materials.failed
+    assert report.verdict == "passed" and not report.failed_suites
+    report.raise_for_failed()  # warnings never raise
 
 
 def test_empty_collection_is_skipped_and_max_rows_truncates(db, mongo_uri):
     db.tasks.insert_many([task_doc(f"mp-{i}") for i in range(5)])
     report = validate(mongo_uri, db.name, "run-skip", suites=["searches", "tasks"], max_rows=3)
     searches, tasks = report.suites
-    assert searches.status == STATUS_SKIPPED and searches.rows == 0 and searches.success
+    assert searches.status == STATUS_SKIPPED and searches.rows == 0
+    assert not searches.success and not searches.failed  # it checked nothing: not a pass, not a failure
     assert tasks.status == STATUS_PASSED and tasks.rows == 3 and tasks.truncated
     assert report.ok and report.rows_checked == 3
     stored = db[RUNS_COLLECTION].find_one({"_id": "run-skip:searches"})

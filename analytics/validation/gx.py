@@ -21,7 +21,7 @@ from typing import Any
 
 from analytics.validation.frames import short_repr
 from analytics.validation.results import DEFAULT_SAMPLE_SIZE
-from analytics.validation.suites import SuiteSpec, referenced_columns
+from analytics.validation.suites import SuiteSpec, referenced_columns, severity_of
 from ingest.errors import AnalysisError, ConfigError
 
 
@@ -160,7 +160,8 @@ def _result_dict(exp: dict, r, sample_size: int) -> dict:
         "expectation": exp["type"],
         "column": ", ".join(columns) if columns else None,
         "kwargs": json_safe(kwargs),
-        "critical": bool(exp["meta"].get("critical", False)),
+        "severity": severity_of(exp["meta"]),
+        "critical": severity_of(exp["meta"]) == "critical",
         "generated": bool(exp["meta"].get("generated", False)),
         "notes": exp["meta"].get("notes"),
         "success": bool(r.success),

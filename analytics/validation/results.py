@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
+from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS, severity_of
 from ingest.errors import ValidationFailed
 
 __all__ = [
     "SuiteResult", "ValidationReport", "describe_failure", "run_document", "stored_result", "DEFAULT_SAMPLE_SIZE",
-    "STATUS_PASSED", "STATUS_WARNINGS", "STATUS_FAILED", "STATUS_SKIPPED",
+    "STATUS_PASSED", "STATUS_WARNINGS", "STATUS_FAILED", "STATUS_SKIPPED", "STATUS_NOTHING", "failing",
 ]
 
 #: How many offending values a failed expectation keeps as samples.
@@ -26,7 +26,15 @@ DEFAULT_SAMPLE_SIZE = 5
 STATUS_PASSED = "passed"
 STATUS_WARNINGS = "passed with warnings"
 STATUS_FAILED = "failed"
-STATUS_SKIPPED = "skipped: empty collection"
+#: A suite whose collection has no documents: neither passed nor failed, and shown as such.
+STATUS_SKIPPED = "checked nothing: empty collection"
+#: A suite whose filter matched none of its collection's documents: neither passed nor failed.
+STATUS_NOTHING = "checked nothing: its filter matched none of the {n:,} documents"
+
+
+def failing(result: dict) -> bool:
+    """A failed expectation that fails the validation (severity ``critical`` or ``error``)."""
+    return not result["success"] and severity_of(result) != "warning"
 
 
 @dataclass
@@ -55,12 +63,19 @@ class SuiteResult:
 
     @property
     def skipped(self) -> bool:
-        return self.status == STATUS_SKIPPED
+        """It checked no row (``checked nothing: ...``)."""
+        return self.status.startswith("checked nothing")
 
     @property
     def success(self) -> bool:
-        """True when every expectation passed (a skipped suite has nothing that failed)."""
-        return self.unsuccessful == 0
+        """It checked rows and no expectation of severity ``critical`` or ``error`` failed (a
+        ``warning`` may have): it passed.  A suite that checked nothing did not pass."""
+        return not self.skipped and not self.failed
+
+    @property
+    def failed(self) -> bool:
+        """An expectation of severity ``critical`` or ``error`` failed."""
+        return any(failing(r) for r in self.results)
 
     @property
     def failures(self) -> list[dict]:
@@ -68,7 +83,7 @@ class SuiteResult:
 
     @property
     def critical_failures(self) -> list[dict]:
-        return [r for r in self.results if not r["success"] and r["critical"]]
+        return [r for r in self.results if not r["success"] and severity_of(r) == "critical"]
 
 
 @dataclass
@@ -83,6 +98,30 @@ class ValidationReport:
         return not any(s.critical_failures for s in self.suites)
 
     @property
+    def failed_suites(self) -> list[SuiteResult]:
+        """The suites where an expectation of severity ``critical`` or ``error`` failed."""
+        return [s for s in self.suites if s.failed]
+
+    @property
+    def verdict(self) -> str:
+        """``passed`` or ``validation failed (N of M suites)`` (a suite that checked nothing neither
+        passed nor failed: the report lists them)."""
+        failed = len(self.failed_suites)
+        return f"validation failed ({failed} of {len(self.suites)} suites)" if failed else "passed"
+
+    def raise_for_failed(self) -> None:
+        """Raise :class:`ValidationFailed` naming each failed expectation of severity ``error`` or
+        ``critical`` (after :meth:`raise_for_critical`: those are fatal)."""
+        failed = self.failed_suites
+        if not failed:
+            return
+        failures = [{"suite": s.suite, "collection": s.collection, **f} for s in failed for f in s.results
+                    if failing(f)]
+        lines = [f"validation run {self.run_id}: {self.verdict}"]
+        lines += [f"  - {f['suite']} [{f['collection']}]: {describe_failure(f)}" for f in failures]
+        raise ValidationFailed("\n".join(lines), failures)
+
+    @property
     def rows_checked(self) -> int:
         """Rows checked by this run (a verdict that stands because nothing changed checked none)."""
         return sum(s.rows if s.rows_new is None else s.rows_new for s in self.suites if not s.reused_from)
@@ -93,16 +132,16 @@ class ValidationReport:
 
     def summary(self) -> str:
         lines = [f"validation run {self.run_id} on {self.db_name}: "
-                 f"{'ok' if self.ok else 'CRITICAL FAILURES'}, {self.rows_checked} rows checked"]
+                 f"{self.verdict if self.ok else 'CRITICAL FAILURES'}, {self.rows_checked} rows checked"]
         for s in self.suites:
             detail = "" if s.skipped else (
-                f" ({s.rows} rows, {s.successful}/{s.evaluated} expectations passed"
+                f" ({s.rows} rows, {s.successful}/{s.evaluated} expectations met"
                 f"{', truncated' if s.truncated else ''})")
             if s.reused_from:
                 detail += f" (nothing it reads changed since run {s.reused_from}: that verdict stands)"
             lines.append(f"  {s.suite} [{s.collection}]: {s.status}{detail}")
             for f in s.failures:
-                lines.append(f"    {'CRITICAL' if f['critical'] else 'warning'}: {describe_failure(f)}")
+                lines.append(f"    {severity_of(f).upper()}: {describe_failure(f)}")
         return "\n".join(lines)
 
     def raise_for_critical(self) -> None:

@@ -15,6 +15,7 @@ from ingest.cluster import thread_count
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
+    STATUS_NOTHING,
     STATUS_PASSED,
     STATUS_SKIPPED,
     STATUS_WARNINGS,
@@ -25,6 +26,7 @@ from analytics.validation.results import (
 )
 from analytics.validation.stream import DEFAULT_CHUNK_ROWS, Accumulator, check_chunk, raw_chunks
 from analytics.validation.suites import SuiteSpec, load_suites
+from analytics.validation.tables import SOURCES as TABLE_SOURCES, TABLES_SUITE, check_tables
 from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
 from ingest.errors import ConfigError
 
@@ -89,7 +91,7 @@ class _Suite:
                 evaluated=int(stats["evaluated_expectations"]), successful=int(stats["successful_expectations"]),
                 unsuccessful=int(stats["unsuccessful_expectations"]), results=results, chunks=acc.chunks,
             )
-            if result.critical_failures:
+            if result.failed:
                 result.status = STATUS_FAILED
             elif result.failures:
                 result.status = STATUS_WARNINGS
@@ -166,6 +168,9 @@ def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> d
     with db_errors("reading what changed since the suites' last verdicts", uri=uri):
         follow = _follow(shared_client(uri)[db_name], specs, True)
     todo: dict[str, int | None] = {}
+    with db_errors("reading what changed since the table checks' verdict", uri=uri):
+        if _tables_standing(shared_client(uri)[db_name], True)[0] is None:
+            todo[TABLES_SUITE] = None
     for spec in specs:
         mine = follow[spec.name]
         if mine.standing is None:
@@ -173,6 +178,41 @@ def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> d
                 n for e in mine.changes.pending for n in [(e.get("records") or {}).get(spec.collection)]
                 if isinstance(n, int) and not isinstance(n, bool) and n > 0)
     return todo
+
+
+def _tables_standing(db, incremental: bool):
+    """(the stored verdict of the table checks that stands, or None; what changed)."""
+    from analytics.changes import changes  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); analytics.changes does, 0.12 s
+
+    found = changes(db, f"suite:{TABLES_SUITE}", set(TABLE_SOURCES), follow=incremental)
+    verdict = (found.state or {}).get("verdict")
+    if incremental and found.known and not found.pending and verdict:
+        return db[RUNS_COLLECTION].find_one({"_id": verdict}), found
+    return None, found
+
+
+def _tables(db, run_id: str, db_name: str, incremental: bool) -> SuiteResult:
+    """The table-level checks (:mod:`analytics.validation.tables`), stored as a suite's outcome; their
+    verdict stands while no file was loaded into the collections they check."""
+    from analytics.changes import record_state  # noqa: PLC0415 - lazy: as _tables_standing
+    from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: as _tables_standing
+
+    with db_errors("checking the loaded collections as tables"):
+        standing, found = _tables_standing(db, incremental)
+        started = datetime.now(timezone.utc)
+        if standing is not None:
+            result = stored_result(standing)
+            doc = run_document(result, run_id, db_name, started, None)
+        else:
+            t0 = time.perf_counter()
+            result = check_tables(db, found.now)
+            result.duration_s = time.perf_counter() - t0
+            doc = run_document(result, run_id, db_name, started, None)
+        db[RUNS_COLLECTION].replace_one({"_id": doc["_id"]}, doc, upsert=True)
+        record_state(db, f"suite:{TABLES_SUITE}", found.after,
+                     verdict=standing["_id"] if standing is not None else doc["_id"])
+    log.info("suite %s: %s", result.suite, result.status)
+    return result
 
 
 def _smallest_first(db, specs: list[SuiteSpec]) -> list[SuiteSpec]:
@@ -291,7 +331,8 @@ def validate(
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
-    specs = _select(load_suites(suites_dir), suites)
+    with_tables = suites is None or TABLES_SUITE in suites
+    specs = _select(load_suites(suites_dir), None if suites is None else [n for n in suites if n != TABLES_SUITE])
     report = ValidationReport(run_id=run_id, db_name=db_name)
     mongo = mongo_client(uri)
     try:
@@ -309,6 +350,11 @@ def validate(
             else:
                 suite = checked[spec.name]
                 result = suite.result(max_rows)
+                if result.skipped and spec.filter:  # the filter, not the collection, may be what is empty
+                    with db_errors(f"counting {spec.collection}"):
+                        held = db[spec.collection].estimated_document_count()
+                    if held:
+                        result.status = STATUS_NOTHING.format(n=held)
                 doc = run_document(result, run_id, db_name, suite.started, suite.accumulator.gx_version)
             report.suites.append(result)
             with db_errors(f"writing {RUNS_COLLECTION} for suite {spec.name}"):
@@ -322,6 +368,8 @@ def validate(
                                     {"results": kept.state() if kept is not None and kept.mergeable else None}))
             log.info("suite %s: %s (%d rows in %d chunk(s)%s)", result.suite, result.status, result.rows,
                      result.chunks, f"; verdict of {result.reused_from}" if result.reused_from else "")
+        if with_tables and max_rows is None:
+            report.suites.append(_tables(db, run_id, db_name, incremental))
     finally:
         mongo.close()
     return report

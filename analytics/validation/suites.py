@@ -44,9 +44,14 @@ How documents become rows (:func:`document_rows` here; the frame of them,
   list) so that ``nelements == len(elements)`` can be expressed with
   ``expect_column_pair_values_to_be_equal``.
 
-``meta.critical`` marks true invariants: only their failure is fatal (see
-:meth:`analytics.validation.ValidationReport.raise_for_critical`); other
-failures are warnings.
+Every expectation has a severity, ``meta.severity`` (:data:`SEVERITIES`; ``meta.critical: true``
+says ``critical``), by default ``error``:
+
+* ``critical``: a true invariant; its failure is fatal (exit 1, see
+  :meth:`analytics.validation.ValidationReport.raise_for_critical`);
+* ``error``: its failure fails the validation (``status: validation failed (N of M suites)``,
+  exit 4, a red Airflow task unless the DAG is told to warn);
+* ``warning``: its failure is reported and the run goes on green.
 
 This module is pure: it imports neither pandas, Great Expectations nor pymongo.
 """
@@ -64,7 +69,7 @@ from ingest.errors import ConfigError
 
 __all__ = [
     "SuiteSpec", "load_suites", "default_suites_dir", "referenced_columns", "document_rows",
-    "COLUMN_KWARGS", "COLUMN_LIST_KWARGS", "NON_NUMERIC_SUFFIX",
+    "COLUMN_KWARGS", "COLUMN_LIST_KWARGS", "NON_NUMERIC_SUFFIX", "SEVERITIES", "severity_of",
 ]
 
 _SUITE_KEYS = {"name", "collection", "description", "filter", "fields", "unwind", "numeric", "derived", "expectations"}
@@ -75,6 +80,17 @@ COLUMN_LIST_KWARGS = ("column_list",)
 _DERIVED_OPS = {"len"}
 #: The column ``<column>:non_numeric`` holds the values of a numeric column that are not numbers.
 NON_NUMERIC_SUFFIX = ":non_numeric"
+#: What an expectation's failure does: fatal; fails the validation; reported only.
+SEVERITIES = ("critical", "error", "warning")
+
+
+def severity_of(meta: dict) -> str:
+    """An expectation's (or a result's) severity: ``severity``, else ``critical`` when ``critical`` is
+    true, else ``error``."""
+    given = meta.get("severity")
+    if given in SEVERITIES:
+        return given
+    return "critical" if meta.get("critical") else "error"
 
 
 def default_suites_dir() -> Path:
@@ -116,7 +132,8 @@ class SuiteSpec:
                 "type": "expect_column_values_to_be_null",
                 "kwargs": {"column": col + NON_NUMERIC_SUFFIX},
                 "meta": {
-                    "critical": bool(opts.get("critical", False)),
+                    "severity": severity_of(opts),
+                    "critical": severity_of(opts) == "critical",
                     "generated": True,
                     "notes": f"values of {col} that are not numbers",
                 },
@@ -230,8 +247,10 @@ def _checked_numeric(numeric: Any, fields: list[str], bad: Callable[[str], Confi
     for col, opts in numeric.items():
         if col not in fields:
             raise bad(f"numeric column {col!r} is not in 'fields'")
-        if not isinstance(opts, dict) or set(opts) - {"critical"}:
-            raise bad(f"numeric column {col!r}: options must be {{\"critical\": true|false}}")
+        if (not isinstance(opts, dict) or set(opts) - {"critical", "severity"}
+                or not isinstance(opts.get("critical", False), bool) or opts.get("severity", "error") not in SEVERITIES):
+            raise bad(f"numeric column {col!r}: options must be {{\"critical\": true|false}} or "
+                      f"{{\"severity\": {'|'.join(SEVERITIES)}}}")
     return numeric
 
 
@@ -260,6 +279,10 @@ def _checked_expectation(where: str, exp: Any, columns: set[str], bad: Callable[
         raise bad(f"{where} ({etype}): 'kwargs' and 'meta' must be objects")
     if not isinstance(meta.get("critical", False), bool):
         raise bad(f"{where} ({etype}): meta.critical must be true or false")
+    if meta.get("severity", "error") not in SEVERITIES:
+        raise bad(f"{where} ({etype}): meta.severity must be one of {', '.join(SEVERITIES)}, not {meta['severity']!r}")
+    if meta.get("critical") and meta.get("severity", "critical") != "critical":
+        raise bad(f"{where} ({etype}): meta.critical is true but meta.severity is {meta['severity']!r}")
     for col in referenced_columns(kwargs):
         if col not in columns:
             raise bad(f"{where} ({etype}): column {col!r} is not a field or derived column")
