@@ -98,7 +98,7 @@ def test_json_lines_followed_by_a_report_are_json_and_refused_where_it_starts(db
     data = "".join(RECORDS).encode() + SAMPLE.read_bytes()  # the report is within the first 4 KiB
     path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
     proc, report = load(path)
-    _refused(db, proc, report, path, 25, "a FASTA -m 10 report starts here, after JSON records")
+    _refused(db, proc, report, path, 25, "a FASTA -m 10 report starts here, in a file read as JSON records")
 
 
 def test_a_json_array_followed_by_a_report_is_refused(db, tmp_path, load):
@@ -144,3 +144,10 @@ def test_real_outputs_with_their_trailers_load(db, load, real_outputs):
     both = [d for d in runs.values() if d["source"]["path"].endswith("both.m10")]
     assert {d["run_index"] for d in both} == {1, 2}
     assert {d["program"] for d in runs.values()} == {"ssearch36", "fasta36", "lalign36"}
+
+
+def test_a_report_named_as_json_is_read_as_json_and_refused_at_its_first_line(db, tmp_path, load):
+    path = tmp_path / "run.json"
+    path.write_bytes(SAMPLE.read_bytes())
+    proc, report = load(path)
+    _refused(db, proc, report, path, 1, "a FASTA -m 10 report starts here, in a file read as JSON records")

@@ -90,7 +90,7 @@ MAX_RECORD_BYTES = int(os.environ.get("SCI_INGEST_MAX_RECORD_BYTES", str(16 << 2
 #: another format: the file is refused whole, there (docs/loading.md, "A file holds one format").
 _REPORT_LINE = re.compile(rb"#\s*\S*?(?:fast[afmsxy]|tfast[fmsxy]|ssearch|ggsearch|glsearch|lalign)3\d(?:_t)?\s"
                           rb"|\d+>>>|>>>(?:///|<<<)")
-_OTHER_FORMAT = ("a FASTA -m 10 report starts here, after JSON records: a file holds one format, "
+_OTHER_FORMAT = ("a FASTA -m 10 report starts here, in a file read as JSON records: a file holds one format, "
                  "and one holding more is refused whole")
 _ENTRY_CLASSES = {"ComputedStructureEntry", "ComputedEntry", "GibbsComputedStructureEntry"}
 _ESCAPED_BYTES = re.compile("[\udc80-\udcff]")  # undecodable bytes under surrogateescape
