@@ -218,11 +218,11 @@ def test_dag_shape(dag_facts):
     assert dag_facts["schedule"] == "@daily"
     assert dag_facts["catchup"] is False
     assert dag_facts["max_active_runs"] == 1
-    assert dag_facts["params"] == {"paths": [], "full": False}
+    assert dag_facts["params"] == {"paths": [], "full": False, "on_validation_failure": "fail"}
 
 
 def test_paths_param_schema(dag_facts):
-    assert dag_facts["good_conf"] == {"paths": ["/data/a.m10", "/data/mp"], "full": False}
+    assert dag_facts["good_conf"] == {"paths": ["/data/a.m10", "/data/mp"], "full": False, "on_validation_failure": "fail"}
     assert dag_facts["bad_conf_rejected"] == "ParamValidationError"
 
 

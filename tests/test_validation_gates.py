@@ -155,3 +155,24 @@ def test_a_hit_whose_search_is_gone_and_a_missing_document_fail_it(cli, tmp_path
                    % (db.searches.count_documents({}) + 1)]
     assert count["observed_value"] == db.searches.count_documents({})
     assert report["status"].startswith("validation failed (")
+
+
+def test_the_airflow_validate_task_fails_on_an_error_unless_told_to_warn(cli, tmp_path, monkeypatch, mongo_uri, caplog):
+    from ingest.errors import ValidationFailed
+    from ingest.pipeline import task_validate
+
+    run, db = cli
+    land = tmp_path / "land"
+    land.mkdir()
+    _materials(land / "bad.json", range(0, 4), nelements=7)
+    code, report, err = run("load", str(land))
+    assert code == Exit.OK, err[-2000:]
+    monkeypatch.setenv("SCI_INGEST_DB", db.name)
+    monkeypatch.setenv("SCI_INGEST_HOME", str(tmp_path / "home"))
+    with pytest.raises(ValidationFailed) as caught:
+        task_validate("manual__fail", mongo_uri=mongo_uri, on_failure="fail")
+    assert "validation failed (1 of" in str(caught.value) and "nelements, elements.len" in str(caught.value)
+    with caplog.at_level("WARNING", logger="ingest.pipeline"):
+        result = task_validate("manual__warn", mongo_uri=mongo_uri, on_failure="warn")
+    assert result["verdict"].startswith("validation failed (1 of") and result["failed_suites"] == 1
+    assert any("the DAG is set to warn" in r.getMessage() for r in caplog.records)
