@@ -13,13 +13,14 @@ state in ``analysis_state``).  Per run:
    (replace, upsert) and deletes the rows of those groups that this run did not write (a group that
    vanished), in one transaction where the server has them (a replica set, SecantusDB, mongos): a
    reader sees the old rows or the new ones.  The Parquet file is rewritten whole (the old rows
-   outside the changed groups, the new rows, sorted by id) under a temporary name and renamed over
-   the old one;
+   outside the changed groups, the new rows, sorted by id) under a temporary name, checked against
+   the collection (:func:`analytics.published.check_published`) and renamed over the old one;
 4. **record** -- once published, the state is recorded (:func:`record_scope`).
 
 A failure before step 4 leaves the state as it was: the retry recomputes the same groups (the
 writes are idempotent).  The whole collection is read instead when the output was never
-published here (or its Parquet file is missing or of another layout), when the analysis has no
+published here (or its Parquet file is missing, of another layout, or records another database,
+server or run: :func:`analytics.published.unfit_reason`), when the analysis has no
 state yet, when more than :data:`MAX_CHANGED` files changed (one seek each), or, past
 :data:`COUNT_ABOVE` changed files, more than :data:`WHOLE_ABOVE` of the loaded ones (one pass
 over the collection is then cheaper).
@@ -42,7 +43,9 @@ from ingest.schema import conform
 from ingest.query.plan import ensure_exact_indexes, server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
+from ingest.store.outputs import Outputs, as_outputs
 from analytics.changes import changes, record_state
+from analytics.published import check_published, unfit_reason
 from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
 from analytics.registry import output_table
 
@@ -97,20 +100,10 @@ class Scope:
         return out
 
 
-def _parquet_layout_ok(path: Path, analysis) -> bool:
-    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
-
-    try:
-        found = pq.read_schema(path)
-    except (OSError, ValueError):
-        return False
-    # the declared columns with their declared types: a file written before a column was declared
-    # (or a list column typed list<null> by inference) is rewritten whole
-    return found.equals(analysis.arrow_schema, check_metadata=False)
-
-
-def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: bool) -> Scope:
-    """How this run of ``analysis`` reads its sources (see the module docstring)."""
+def plan_scope(analysis, uri: str, db_name: str, out_dir: Path | Outputs, incremental: bool) -> Scope:
+    """How this run of ``analysis`` reads its sources (see the module docstring); ``out_dir``: the
+    database's outputs (:func:`ingest.store.outputs.outputs_of`), or a folder of the caller's."""
+    outputs = as_outputs(out_dir, uri, db_name)
     db = shared_client(uri)[db_name]
     sources = {c for c in (analysis.source, analysis.join and analysis.join.source) if c}
     with db_errors(f"reading the ledger of {db_name}", uri=uri):
@@ -123,11 +116,11 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path, incremental: boo
 
     if not incremental:
         return whole("whole collection (asked for)")
-    parquet = Path(out_dir) / analysis.parquet_name
     if not exists:
         return whole(f"whole collection: {analysis.output} was never published here")
-    if not parquet.is_file() or not _parquet_layout_ok(parquet, analysis):
-        return whole(f"whole collection: {parquet} is missing or of another layout")
+    unfit = unfit_reason(outputs.path(analysis), analysis, outputs, (found.state or {}).get("published"))
+    if unfit:
+        return whole(f"whole collection: {unfit}")
     if not found.known:
         return whole(f"whole collection: no record of what {analysis.name}'s output covers (its first run "
                      "that follows changes)")
@@ -181,7 +174,7 @@ def _merge_scope(analysis, pending: list[dict], files: str, state: dict, after: 
                  prefixes=prefixes, files=len(added), state=after, documents=_written(added, analysis.source))
 
 
-def merge_new(analysis, uri: str, db_name: str, out_dir: Path, scope: Scope):
+def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
     """(table, left-out counts, rows read, how) of a merged run, or None when the analysis cannot merge
     them (see :class:`analytics.registry.Merge`): the new files' rows (one key range each), the rows
     of files loaded before that share a ``before_by`` value with them (``$in`` in chunks), and the
@@ -207,7 +200,7 @@ def merge_new(analysis, uri: str, db_name: str, out_dir: Path, scope: Scope):
     if len(before):  # the new files' own rows are not "before"
         mine = before[merge.by].astype("object").str.slice(0, len(scope.prefixes[0])).isin(scope.prefixes)
         before = before.loc[~mine.fillna(False).to_numpy()]
-    table = pq.read_table(Path(out_dir) / analysis.parquet_name)
+    table = pq.read_table(outputs.path(analysis))  # its database's and server's (plan_scope saw to it)
     meta = json.loads((table.schema.metadata or {}).get(b"sci_ingest", b"{}"))
     output = conform(table.drop([c for c in table.column_names if c == "run_id"]).to_pandas(), analysis.output_types)
     merged = merge.function(output, dict(meta.get("excluded") or {}), new, before)
@@ -225,14 +218,16 @@ def scoped_queries(analysis, scope: Scope) -> tuple[dict, ...]:
     return tuple({"$and": [analysis.filter, r]} if analysis.filter else r for r in ranges)
 
 
-def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_dir: Path, scope: Scope,
-                    metadata: dict, documents) -> tuple[str, Path]:
-    """Replace the changed groups' rows in the output collection and the Parquet file."""
+def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, outputs: Outputs, scope: Scope,
+                    metadata: dict, documents) -> tuple[str, Path, float]:
+    """Replace the changed groups' rows in the output collection and the Parquet file, and check the
+    file against the collection (:func:`analytics.published.check_published`): (the collection, the
+    file, the seconds the check took)."""
     import pyarrow as pa  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
     import pyarrow.compute as pc  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
     import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
 
-    final = Path(out_dir) / analysis.parquet_name
+    final = outputs.path(analysis)
     tmp_file = final.with_name(f".{analysis.name}.{uuid.uuid4().hex[:12]}.parquet.tmp")
     old = pq.read_table(final)
     ids = old.column(analysis.output_id)
@@ -251,7 +246,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
     table = table.take(pc.sort_indices(table, [(analysis.output_id, "ascending")]))
     meta = dict(old.schema.metadata or {})
     meta[b"sci_ingest"] = _json({"analysis": analysis.name, "run_id": run_id, "scope": scope.describe(),
-                                 **metadata})  # fmt: skip
+                                 **metadata, **outputs.origin()})  # fmt: skip
     table = table.replace_schema_metadata(meta)
     try:
         pq.write_table(table, tmp_file)
@@ -285,10 +280,11 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, out_di
             else:  # readers see the old rows or the new ones, never a mix
                 with client.start_session() as session:
                     session.with_transaction(write)
+        checked = check_published(uri, db_name, analysis, tmp_file, final)
         os.replace(tmp_file, final)
     finally:
         tmp_file.unlink(missing_ok=True)
-    return analysis.output, final
+    return analysis.output, final, checked
 
 
 def record_scope(uri: str, db_name: str, analysis, scope: Scope) -> None:

@@ -27,13 +27,15 @@ For an :class:`analytics.registry.Analysis` the runner
 4. publishes the output as a whole: the documents go to a temporary collection
    that is then renamed over the target with ``dropTarget=True`` (atomic for
    readers; SecantusDB 0.7 supports it), and the Parquet file is written to a
-   temporary name in ``out_dir`` and renamed over the old one.  Missing values
+   temporary name in the database's outputs folder (:mod:`ingest.store.outputs`, or a
+   folder the caller names), checked against the collection (its rows' ids;
+   :mod:`analytics.published`) and renamed over the old one.  Missing values
    (NaN) are left out of the MongoDB documents, following the project's "absent,
    not null" convention; Parquet keeps them as nulls.  Every document and row
-   carries ``run_id``.  The Parquet file's schema is the declared one
-   (:func:`analytics.registry.output_table`), never inferred from the values: a list column stays
-   ``list<string>`` when every list is empty, and each field carries its
-   declared meaning and unit as field metadata.
+   carries ``run_id``, and the file's metadata the database and server.  The
+   Parquet file's schema is the declared one (:func:`analytics.registry.output_table`),
+   never inferred from the values: a list column stays ``list<string>`` when every
+   list is empty, and each field carries its declared meaning and unit as field metadata.
 
 Importing this module is cheap: Dask, pandas, pyarrow and pymongo are imported
 inside the functions that need them, so a CLI may import it at start-up.
@@ -58,6 +60,8 @@ from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.query.plan import exact_indexes, server_of
 from ingest.store.mongo import db_errors, shared_client
+from ingest.store.outputs import Outputs, as_outputs
+from analytics.published import check_published
 from analytics.increment import merge_new, plan_scope, publish_changes, record_scope, scoped_queries
 from analytics.reading.partitions import range_filter, read_collection, read_partition
 from analytics.reading.planning import default_partitions, plan_reads
@@ -91,6 +95,8 @@ class AnalysisResult:
     summary: dict = field(default_factory=dict)
     #: Seconds spent publishing the output (the Parquet file and the collection), part of ``seconds``.
     publish_s: float = 0.0
+    #: Seconds of ``publish_s`` spent checking the Parquet file against the collection (their ids).
+    check_s: float = 0.0
 
 
 # ------------------------------------------------------------------ reading
@@ -301,13 +307,15 @@ def output_documents(frame, id_column: str, run_id: str) -> list[dict]:
     return docs
 
 
-def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out_dir: Path,
-             metadata: dict) -> tuple[str, Path]:
-    """Replace the analysis's MongoDB collection and Parquet file with ``frame``."""
+def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, outputs: Outputs,
+             metadata: dict) -> tuple[str, Path, float]:
+    """Replace the analysis's MongoDB collection and Parquet file with ``frame``, and check the file
+    against the collection (:func:`analytics.published.check_published`): (the collection, the file,
+    the seconds the check took)."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: this module must import light (tests/test_analytics.py); pyarrow costs 0.22 s
 
     target = analysis.output
-    out_dir = Path(out_dir)
+    out_dir = outputs.folder
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -319,7 +327,8 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
 
     table = output_table(analysis, frame, run_id)
     meta = dict(table.schema.metadata or {})
-    meta[b"sci_ingest"] = json.dumps({"analysis": analysis.name, "run_id": run_id, **metadata}).encode()
+    meta[b"sci_ingest"] = json.dumps({"analysis": analysis.name, "run_id": run_id, **metadata,
+                                      **outputs.origin()}).encode()  # fmt: skip
     table = table.replace_schema_metadata(meta)
 
     client = shared_client(uri)
@@ -349,6 +358,7 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
                                  to=f"{db_name}.{target}", dropTarget=True)
             if after:
                 db[target].create_indexes(build)
+        checked = check_published(uri, db_name, analysis, tmp_file, final)
         os.replace(tmp_file, final)
     except BaseException:
         tmp_file.unlink(missing_ok=True)
@@ -357,11 +367,11 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
         except Exception:  # best effort cleanup; the original error matters
             log.warning("could not drop temporary collection %s.%s", db_name, tmp_coll)
         raise
-    return target, final
+    return target, final, checked
 
 
 # ------------------------------------------------------------------ running
-def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path,
+def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str, out_dir: Path | Outputs,
                  partitions: int | None = None, *, partition_key: str | None = None,
                  read_mode: str | None = None, incremental: bool = False, scope=None,
                  client_for=None) -> AnalysisResult:
@@ -375,25 +385,26 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
     :mod:`analytics.increment`; the result's ``scope`` says what was read and why); ``scope``: that
     plan, made already (:func:`analytics.increment.plan_scope`; ``client`` may then be None when its
     mode is ``none`` or ``merged``, and ``client_for()`` gives one should the merge fall back to a
-    whole read).
+    whole read).  ``out_dir``: the database's outputs (:func:`ingest.store.outputs.outputs_of`), or a
+    folder the caller chose (its files record the server of ``uri``).
     """
     if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions must be a positive integer, got {partitions!r}")
     started = time.perf_counter()
-    out_dir = Path(out_dir)
-    scope = scope or plan_scope(analysis, uri, db_name, out_dir, incremental)
+    outputs = as_outputs(out_dir, uri, db_name)
+    scope = scope or plan_scope(analysis, uri, db_name, outputs, incremental)
     scope.run_id = run_id
     log.info("analysis %s scope: %s", analysis.name, scope.reason)
     if scope.mode == "none":
         record_scope(uri, db_name, analysis, scope)
         return AnalysisResult(name=analysis.name, records_in=0, records_out=0, partitions=0,
-                              collection=analysis.output, parquet_path=out_dir / analysis.parquet_name,
+                              collection=analysis.output, parquet_path=outputs.path(analysis),
                               run_id=run_id, seconds=time.perf_counter() - started, scope=scope.describe())  # fmt: skip
     merged = None
     if scope.mode == "merged":
         try:
             with db_errors(f"reading what is new for {analysis.name}", uri=uri):
-                merged = merge_new(analysis, uri, db_name, out_dir, scope)
+                merged = merge_new(analysis, uri, db_name, outputs, scope)
         except SciIngestError:
             raise
         except Exception as exc:  # pandas failures inside the merge
@@ -406,10 +417,9 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         summary = dict(analysis.summary(frame)) if analysis.summary is not None else {}
         metadata = {"records_in": records_in, "partitions": 1, "excluded": excluded, "read": read}
         publishing = time.perf_counter()
-        collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
-                                            {**metadata, "scope": scope.describe()})  # fmt: skip
-        return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, 1, collection,
-                     parquet_path, run_id, excluded, read, summary)
+        published = _publish(uri, db_name, analysis, frame, run_id, outputs, {**metadata, "scope": scope.describe()})
+        return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, 1, published, run_id,
+                     excluded, read, summary)
     if client is None and client_for is not None:
         client = client_for()
     try:
@@ -431,26 +441,26 @@ def run_analysis(analysis: Analysis, client, uri: str, db_name: str, run_id: str
         metadata["summary"] = summary
     publishing = time.perf_counter()
     if scope.mode == "changed":
-        collection, parquet_path = publish_changes(uri, db_name, analysis, frame, run_id, out_dir, scope, metadata,
-                                                   output_documents)  # fmt: skip
+        published = publish_changes(uri, db_name, analysis, frame, run_id, outputs, scope, metadata, output_documents)
     else:
-        collection, parquet_path = _publish(uri, db_name, analysis, frame, run_id, out_dir,
-                                            {**metadata, "scope": scope.describe()})  # fmt: skip
-    return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, n_parts, collection,
-                 parquet_path, run_id, excluded, read, summary)
+        published = _publish(uri, db_name, analysis, frame, run_id, outputs, {**metadata, "scope": scope.describe()})
+    return _done(analysis, scope, uri, db_name, started, publishing, records_in, frame, n_parts, published, run_id,
+                 excluded, read, summary)
 
 
 def _done(analysis: Analysis, scope, uri: str, db_name: str, started: float, publishing: float, records_in: int,
-          frame, n_parts: int, collection: str, parquet_path: Path, run_id: str, excluded: dict, read: dict,
+          frame, n_parts: int, published: tuple[str, Path, float], run_id: str, excluded: dict, read: dict,
           summary: dict) -> AnalysisResult:
-    """The published run's state recorded, and its result."""
+    """The published run's state recorded, and its result (``published``: the collection, the Parquet
+    file and the seconds its check took)."""
     publish_s = time.perf_counter() - publishing
+    collection, parquet_path, check_s = published
     record_scope(uri, db_name, analysis, scope)
     result = AnalysisResult(
         name=analysis.name, records_in=records_in, records_out=len(frame), partitions=n_parts,
         collection=collection, parquet_path=parquet_path, run_id=run_id,
         seconds=time.perf_counter() - started, excluded=excluded, read=read, scope=scope.describe(),
-        summary=summary, publish_s=round(publish_s, 6),
+        summary=summary, publish_s=round(publish_s, 6), check_s=round(check_s, 6),
     )
     log.info("analysis %s: %d in, %d out, %d partitions (%s), %.2fs", analysis.name, records_in, len(frame),
              n_parts, read.get("mode"), result.seconds)
@@ -461,7 +471,7 @@ def analyze(
     uri: str,
     db_name: str,
     run_id: str,
-    out_dir: Path,
+    out_dir: Path | Outputs,
     scheduler_address: str | None = None,
     names: Sequence[str] | None = None,
     partitions: int | None = None,
@@ -486,7 +496,7 @@ def analyze(
     chosen = select_analyses(list(names) if names is not None else None)
 
     def run_all(dask) -> list[AnalysisResult]:
-        return [run_analysis(a, dask, uri, db_name, run_id, Path(out_dir), partitions,
+        return [run_analysis(a, dask, uri, db_name, run_id, out_dir, partitions,
                              partition_key=(partition_keys or {}).get(a.name), read_mode=read_mode,
                              incremental=incremental)
                 for a in chosen]

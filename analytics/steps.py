@@ -16,6 +16,7 @@ from ingest.config import Settings
 from ingest.errors import TimeLimitExceeded
 from ingest.pipeline import Cluster
 from ingest.store.connection import Connection, log_to_stderr
+from ingest.store.outputs import outputs_of
 from ingest.timing import Timings, utcnow
 from analytics.reading.streaming import chunk_frame
 from analytics.registry import all_analyses, select_analyses
@@ -42,8 +43,9 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
     """
     chosen = select_analyses(names)
     results = []
+    outputs = outputs_of(settings, conn)  # the Parquet files of this database on this server
     # following changes, each analysis's plan first: with nothing changed no cluster is started
-    scopes = {a.name: plan_scope(a, conn.uri, settings.db_name, settings.out_dir, True)
+    scopes = {a.name: plan_scope(a, conn.uri, settings.db_name, outputs, True)
               for a in chosen} if incremental else {}  # fmt: skip
     # a skipped analysis needs no cluster, nor one that merges new files' rows (read here)
     busy = [a for a in chosen if a.name not in scopes or scopes[a.name].mode not in ("none", "merged")]
@@ -68,12 +70,13 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
         for analysis in chosen:
             with timings.stage(f"analyze.{analysis.name}") as rec:
                 result = run_analysis(analysis, client, conn.uri, settings.db_name, timings.run_id,
-                                      settings.out_dir, incremental=incremental, scope=scopes.get(analysis.name),
+                                      outputs, incremental=incremental, scope=scopes.get(analysis.name),
                                       client_for=lambda a=analysis: client_for([a]))
                 rec.records_in, rec.records_out = result.records_in, result.records_out
                 rec.detail = {"partitions": result.partitions, "collection": result.collection,
                               "parquet": str(result.parquet_path), "excluded": result.excluded,
-                              "read": result.read, "scope": result.scope, "publish_s": result.publish_s}
+                              "read": result.read, "scope": result.scope, "publish_s": result.publish_s,
+                              "check_s": result.check_s}
                 if incremental:
                     log(f"{analysis.name}: {result.scope['reason']}")
                 results.append(result)

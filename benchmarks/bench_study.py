@@ -181,7 +181,7 @@ def _when(text: str | None) -> float | None:
 def _stage_row(s: dict) -> dict:
     detail = s.get("detail") or {}
     row = {k: s.get(k) for k in ("stage", "seconds", "records_in", "records_out", "started", "ended")}
-    for k in ("read", "scope", "publish_s", "scheduler", "checked"):
+    for k in ("read", "scope", "publish_s", "check_s", "scheduler", "checked"):
         if k in detail:
             row[k] = detail[k]
     return row
@@ -406,7 +406,8 @@ def run_study(args, main_dir: Path, plus_dir: Path, corpus: dict) -> dict:
                                                                      str(plus_dir)])
         steps["7_changed_plus"] = command(server, "(7) analyze --changed after +1 %",
                                           [*CLI, "analyze", "--changed", "--json"])
-        changed = snapshot(db, home / "out", BENCH_DIR / "bench-study-snapshot")
+        outputs = home / "out" / "embedded" / DB  # the home's server's database (ingest/store/outputs.py)
+        changed = snapshot(db, outputs, BENCH_DIR / "bench-study-snapshot")
         steps["8_validate_plus"] = command(server, "(8) validate --changed after +1 %",
                                            [*CLI, "validate", "--changed", "--json"])
         steps["8b_validate_full"] = command(server, "(8b) validate (full) after +1 %", [*CLI, "validate", "--json"])
@@ -414,7 +415,7 @@ def run_study(args, main_dir: Path, plus_dir: Path, corpus: dict) -> dict:
                                                                           str(main_dir), str(plus_dir)])
         steps["10_analyze_full"] = command(server, "(10) analyze (full, for the equality check)",
                                            [*CLI, "analyze", "--json"])
-        full = snapshot(db, home / "out", BENCH_DIR / "bench-study-snapshot-full")
+        full = snapshot(db, outputs, BENCH_DIR / "bench-study-snapshot-full")
         result["equality"] = compare(changed, full)
         result["counts_end"] = {c: db[c].count_documents({}) for c in
                                 ("searches", "hits", "query_best_hits", "hit_distributions", "library_hits")}

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from test_docs import quickstart_counts
 
+from ingest.store.outputs import uri_server
+
 BIN = Path(sys.executable).parent / "sci-ingest"
 
 
@@ -55,7 +57,10 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert db.query_best_hits.count_documents({}) == db.searches.count_documents({"n_hits": {"$gt": 0}})
     assert db.oxide_formation_energy.count_documents({}) > 0
     assert db.validation_runs.count_documents({"run_id": first["run_id"]}) > 0
-    assert (tmp_path / "state" / "out" / "best_hits.parquet").exists()
+    # the database's own outputs folder: <home>/out/<the server's hosts>/<database>/ (ingest/store/outputs.py)
+    best = next(a for a in first["analysis"] if a["name"] == "best_hits")
+    assert best["parquet_path"] == str(tmp_path / "state" / "out" / uri_server(mongo_uri)[0] / dbname / "best_hits.parquet")
+    assert Path(best["parquet_path"]).exists()
     assert_exact_answers(db, first)
     assert_the_readme_quickstart_is_this_run(first)
     totals = {c: db[c].count_documents({}) for c in ("searches", "hits", "materials", "tasks")}

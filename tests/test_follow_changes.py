@@ -22,6 +22,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.store.outputs import uri_server
+
 REPO = Path(__file__).resolve().parent.parent
 PASTA = sorted((REPO / "samples" / "pasta").glob("*.m10"))
 BIN = Path(sys.executable).parent / "sci-ingest"
@@ -44,7 +46,8 @@ def cli(tmp_path, mongo_uri, mongo_client):
         assert proc.stdout.strip(), proc.stderr[-3000:]
         return proc.returncode, json.loads(proc.stdout), proc.stderr
 
-    yield run, mongo_client[name], home / "out"
+    # the database's outputs: <home>/out/<the server's hosts>/<database>/ (ingest/store/outputs.py)
+    yield run, mongo_client[name], home / "out" / uri_server(mongo_uri)[0] / name
     mongo_client.drop_database(name)
 
 

@@ -48,6 +48,7 @@ from ingest.schema import conform
 from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
 from ingest.store.connection import database
 from ingest.store.mongo import db_errors, redact
+from ingest.store.outputs import outputs_of
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
 
@@ -216,10 +217,11 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
         history, history_rows = _history(timings, first, runs)
         validation = list(db[VALIDATION].find({"run_id": run_id}, {"_id": 0}).sort("suite", 1))
         analyses = all_analyses()
-        collections = _collections(db, analyses, stages, settings.out_dir)
+        folder = outputs_of(settings, conn).folder  # this database's Parquet files, unless the run recorded others
+        collections = _collections(db, analyses, stages, folder)
         outputs = {}
         for a in analyses:
-            outputs[a.name] = _output_frame(db, a, _parquet_path(a, stages, settings.out_dir), timings)
+            outputs[a.name] = _output_frame(db, a, _parquet_path(a, stages, folder), timings)
     files.sort(key=lambda f: (f.get("status") == "ok", str(f.get("file"))))
     for f in files:  # file names are data: shown escaped (the cells' text is escaped again, idempotently)
         if isinstance(f.get("file"), str):
