@@ -164,6 +164,8 @@ def run_kept(argv: list[str], started: float) -> int | None:
     except OSError:  # a closed standard stream cannot be handed over
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # from before the request: a Ctrl-C while the process is forked reaches it once its pid is known
+    pending = _Forwarding()
     try:
         sock.connect(str(path))
         request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "umask": _umask(),
@@ -172,23 +174,48 @@ def run_kept(argv: list[str], started: float) -> int | None:
         sock.sendall(request)
         pid = read_int(sock)
     except OSError:
-        sock.close()
-        return None
+        pid = None
     if pid is None:  # refused before any fork: nothing ran
         sock.close()
+        pending.restore()  # a signal that came meanwhile acts here, as if it came now
         return None
+    pending.to(pid)
     return _wait(sock, pid)
 
 
-def _wait(sock: socket.socket, pid: int) -> int:
-    def forward(signum, frame):  # noqa: ARG001 - a signal handler's signature
+class _Forwarding:
+    """Signals forwarded to the command's process; those that come before its pid is known are kept
+    and sent once it is (or, when nothing was forked, raised here again)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.kept: list[int] = []
+        self.before = {signum: signal.signal(signum, self.forward) for signum in self.SIGNALS}
+
+    def forward(self, signum, frame) -> None:  # noqa: ARG002 - a signal handler's signature
+        if self.pid is None:
+            self.kept.append(signum)
+            return
         try:
-            os.kill(pid, signum)
+            os.kill(self.pid, signum)
         except ProcessLookupError:
             pass
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, forward)
+    def to(self, pid: int) -> None:
+        self.pid = pid
+        for signum in self.kept:
+            self.forward(signum, None)
+
+    def restore(self) -> None:
+        for signum, handler in self.before.items():
+            signal.signal(signum, handler)
+        for signum in self.kept:
+            signal.raise_signal(signum)
+
+
+def _wait(sock: socket.socket, pid: int) -> int:
     code = read_int(sock)
     if code is None:
         stderr_line(f"error: the command's process (pid {pid}, forked by a kept process) ended without an exit "

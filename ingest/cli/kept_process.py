@@ -94,11 +94,13 @@ def _serve_one(listener: socket.socket, lock_fd: int) -> int | None:
 
 def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
     code = 70  # EX_SOFTWARE: this module failed before the command ran
+    began = False
+    early: list[int] = []  # a Ctrl-C before the caller's streams are this process's: acted on once they are
     try:
         conn.settimeout(None)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, lambda *_: early.append(1))
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -112,9 +114,13 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
         os.umask(int(request["umask"]))
         argv = [str(a) for a in request["argv"]]
         sys.argv = ["sci-ingest", *argv]
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if early:
+            raise KeyboardInterrupt
         command_began(float(request["started"]), kept=True)
         conn.sendall(INT.pack(os.getpid()))
         _watch_caller(conn)
+        began = True
         code = command_main(argv)
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -123,6 +129,11 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
                 pass
     except KeyboardInterrupt:  # Ctrl-C before the command began, or after it ended
         code = 130
+        try:
+            print(f"interrupted (Ctrl-C) {'as the command ended' if began else 'before the command began: nothing was done'}",
+                  file=sys.stderr, flush=True)
+        except BaseException:  # noqa: BLE001 - the child must reach os._exit, whatever happened
+            pass
     except BaseException:  # noqa: BLE001 - the child must reach os._exit, whatever happened
         try:
             traceback.print_exc()
