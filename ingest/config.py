@@ -61,6 +61,14 @@ SCHEMAS_DIR = DATA_DIR / "schemas"
 DAGS_DIR = DATA_DIR / "dags"
 #: The bundled samples: a checkout's only (an installed wheel has none).
 SAMPLES_DIR = PROJECT_ROOT / "samples"
+#: The bundled materials samples are synthetic: made by ``samples/materials/generate.py``, physically
+#: plausible but not real Materials Project records (their energies above hull are drawn at random).
+#: Known by their sha256 wherever they are loaded from (the ledger keeps each file's), so that a run
+#: and the report say "synthetic samples"; ``tests/test_report_truth.py`` holds these to the files.
+SYNTHETIC_SAMPLES = {
+    "cfa61701261ee7a06984844450435ccf78d7145115e257d22348b1de8ce6eff7": "samples/materials/materials.jsonl.gz",
+    "8359fbbe4cd2bf85ec856cf842d2482ce2cb74f698c3fe52ceadff50c34d86fd": "samples/materials/tasks.jsonl.gz",
+}
 
 
 def default_workers() -> int:

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ingest.store.catalog import TIMINGS
-from ingest.config import SAMPLES_DIR, Settings
+from ingest.config import SAMPLES_DIR, SYNTHETIC_SAMPLES, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import (ConfigError, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable, UsageError,
                            ValidationFailed)
 from ingest.store.mongo import Retry, ping, process_alive, redact
 from ingest.store.servers import ServerInfo
-from ingest.timing import command_start, StageRecord, Timings, from_epoch, utcnow
+from ingest.timing import command_start, StageRecord, Timings, from_epoch, own_seconds, utcnow
 from ingest.cluster import dask_client, warm_up
 from ingest.plugins import step
 from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
@@ -207,9 +207,17 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
         plan["changed"] = indexes.before_load(conn.db, plan["bulk"])
 
     started = utcnow()
-    summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(), timings.run_id,
-                         options, server_kind=conn.info.kind, dask=dask, log=log, on_plan=on_plan,
-                         server_pid=conn.server_pid, lineage=timings.lineage)
+    try:
+        summary = load_paths(conn.uri, settings.db_name, list(paths) if paths else default_inputs(),
+                             timings.run_id, options, server_kind=conn.info.kind, dask=dask, log=log,
+                             on_plan=on_plan, server_pid=conn.server_pid, lineage=timings.lineage)
+    except LoadStopped:
+        raise  # its rows are made of what it finished (run())
+    except BaseException as exc:  # refused (w=0, say) or the database failed: a load row says so, and when
+        rec = timings.new("load")
+        rec.started, rec.records_in, rec.records_out = started, None, None
+        timings.stopped(rec, exc)
+        raise
     _load_rows(timings, summary, started, utcnow())
     if not options.dry_run and not summary.interrupted:
         with timings.stage("index") as rec:
@@ -235,6 +243,11 @@ def _load_rows(timings: Timings, summary, started, ended) -> None:
     status = ("interrupted" if summary.interrupted else "partial") if summary.failed or summary.interrupted else "ok"
     for rec in _share_rows(timings, files, None, started, ended, summary.workers):
         rec.detail, rec.status = detail, status
+        if rec.stage == "load":  # its rates over its own time: not the cluster it started
+            own = own_seconds(rec, timings.records)
+            if own < rec.seconds:
+                rec.detail = {**detail, "start_up_s": round(rec.seconds - own, 6)}
+                rec.rates(own)
         timings.add(rec)
     by_worker: dict[str, list] = {}
     for f in files:
@@ -249,9 +262,11 @@ def _share_rows(timings: Timings, files: list, worker: str | None, started, ende
     """``parse`` and ``load`` rows of ``files`` (a run's when ``worker`` is None, else that worker's):
     wall-clock spans from the files' own clocks where none is given, busy time summed."""
     documents = sum(f.documents for f in files)
-    first = from_epoch(min(f.started for f in files)) if files else started
-    last_parsed = from_epoch(max(f.parsed for f in files)) if files else first
-    last = from_epoch(max(f.ended for f in files)) if files else first
+    timed = [f for f in files if f.started and f.parsed and f.ended]  # a file without clocks has no span to give
+    timed = [f for f in timed if f.worker] or timed  # the files read; else those refused unread, when they were
+    first = from_epoch(min(f.started for f in timed)) if timed else started
+    last_parsed = from_epoch(max(f.parsed for f in timed)) if timed else first
+    last = from_epoch(max(f.ended for f in timed)) if timed else first
     rows = []
     for stage, n_in, n_out, begin, end, busy in (
             ("parse", len(files), documents, first, last_parsed, sum(f.parse_seconds for f in files)),
@@ -310,15 +325,23 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     report.validation = step("validate")(conn, timings, settings, cluster=cluster,
                                                          incremental=incremental, log=log)
                     report.validation.raise_for_critical()
+                    if report.validation.failed_suites:  # what analysts read is not right: not green
+                        report.exit_code = EXIT_VALIDATION
         except LoadStopped as exc:
             stopped = exc
         except ValidationFailed as exc:
             report.error = str(exc)
             report.exit_code = EXIT_FATAL
+        except UsageError as exc:  # a name or value found wrong once the run began
+            report.error, report.exit_code = str(exc), Exit.USAGE
         except SciIngestError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
-        _close_row(timings)
+        except BaseException as exc:  # Ctrl-C outside a load, or a defect: the run's end recorded, then on
+            code = Exit.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Exit.FATAL
+            _close_row(timings, RUN_STATUS[code], code)
+            raise
+        gone = False
         if stopped is not None:
             gone = conn.server_pid is not None and not process_alive(conn.server_pid)
             if not gone and isinstance(stopped.cause, ServerUnavailable):
@@ -328,8 +351,6 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
                 report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
-                    if report.validation.failed_suites:  # what analysts read is not right: not green
-                        report.exit_code = EXIT_VALIDATION
             else:
                 report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
             if not gone:
@@ -337,7 +358,21 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     _load_rows(timings, stopped.summary, None, None)  # the files' own clocks span it
                 except SciIngestError:
                     pass  # the server is gone: the report still says what was done
+        report.notes += synthetic_note(report.load)
+        if not gone:
+            _close_row(timings, report.status, report.exit_code)
         return report
+
+
+def synthetic_note(summary) -> list[str]:
+    """A note when the load read the bundled synthetic samples (:data:`ingest.config.SYNTHETIC_SAMPLES`,
+    by sha256: loaded now or before), which say "synthetic samples" plainly; else none."""
+    names = sorted({SYNTHETIC_SAMPLES[f.sha256] for f in getattr(summary, "files", ())
+                    if f.sha256 in SYNTHETIC_SAMPLES})
+    if not names:
+        return []
+    return [f"synthetic samples: {', '.join(names)} are generated data (samples/materials/README.md), not real "
+            "Materials Project records: what is analysed and validated of them describes made-up materials"]
 
 
 def _start_up_row(timings: Timings, entered) -> None:
@@ -354,14 +389,17 @@ def _start_up_row(timings: Timings, entered) -> None:
     timings.add(rec)
 
 
-def _close_row(timings: Timings) -> None:
+def _close_row(timings: Timings, status: str, exit_code: int) -> None:
     """``close``: from the end of the run's last stage to now: the cluster shut down, the steps'
-    resources let go.  Not written when the server no longer answers (the report says why)."""
+    resources let go (a rollback after a stop too).  It records the run's end: ``detail.run_status``
+    and ``detail.exit_code``, what the command exits with (:func:`ingest.timing.run_status` reads
+    them).  Not written when the server no longer answers (the report says why)."""
     ends = [r.ended for r in timings.records if r.scope == "run" and r.ended is not None]
     if not ends:
         return
     rec = timings.new("close")
     rec.started, rec.records_in, rec.records_out = max(ends), None, None
+    rec.detail = {"run_status": status, "exit_code": int(exit_code)}
     try:
         rec.finish()
         timings.add(rec)
@@ -469,12 +507,12 @@ def task_validate(run_id: str, mongo_uri: str | None = None, lineage: dict | Non
             report = step("validate")(conn, timings, settings, incremental=incremental)
         finally:
             _log_stage_table(timings)
-    report.raise_for_critical()
-    return {"run_id": run_id, **_validation_json(report)}
     _log.info("validation %s: %s", run_id, report.summary())
+    report.raise_for_critical()
     if on_failure == "warn":
         if report.failed_suites:
             _log.warning("validation %s: %s; the DAG is set to warn (on_failure='warn'), so the task goes on",
                         run_id, report.verdict)
     else:
         report.raise_for_failed()
+    return {"run_id": run_id, **_validation_json(report)}

@@ -29,14 +29,18 @@ import datetime as dt
 import resource
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ingest.dates import command_began_at
+from ingest.errors import SciIngestError
 from ingest.store.mongo import db_errors
 from ingest.report import iso_utc
 
 
 SCOPES = ("run", "worker", "file")
+#: A ``started`` before this is a clock that was never set: rows written before stage timing was made
+#: robust (a refused file's ``parse`` dated 1970-01-01); readers of old rows leave it out.
+NEVER_SET = dt.datetime(1970, 1, 2)
 
 
 def level_filter(scope: str) -> dict:
@@ -49,7 +53,11 @@ def level_filter(scope: str) -> dict:
     return {"scope": scope}
 
 
-def from_epoch(seconds: float) -> dt.datetime:
+def from_epoch(seconds: float | None) -> dt.datetime | None:
+    """Epoch seconds as a UTC datetime; None for a clock that was never set (None, or the 0 that
+    stood for it): never 1970-01-01, never a span of the whole Unix time."""
+    if not seconds or seconds <= 0:
+        return None
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
@@ -74,7 +82,7 @@ class StageRecord:
     stage: str
     file: str | None = None
     worker: str | None = None
-    started: dt.datetime = field(default_factory=utcnow)
+    started: dt.datetime | None = field(default_factory=utcnow)  # None: never started (finish: when it ended)
     ended: dt.datetime | None = None
     seconds: float = 0.0
     records_in: int | None = 0
@@ -92,17 +100,24 @@ class StageRecord:
     scope: str = "run"  # run | worker | file
     busy_seconds: float | None = None  # parallel work: the time summed over who did it
 
+    def rates(self, seconds: float) -> None:
+        """``records_per_s`` and ``mb_per_s`` over ``seconds`` (the row's own work: :func:`own_seconds`)."""
+        base = max(self.records_in or 0, self.records_out or 0)
+        self.records_per_s = round(base / seconds, 1) if seconds > 0 and base else None
+        self.mb_per_s = round(self.bytes / 1e6 / seconds, 2) if seconds > 0 and self.bytes else None
+
     def finish(self, ended: dt.datetime | None = None) -> None:
-        """End the row (now, or at ``ended``): ``seconds`` is ``ended - started``, the wall clock."""
+        """End the row (now, or at ``ended``): ``seconds`` is ``ended - started``, the wall clock.
+        A row whose start was never set is recorded at the time it ended (zero seconds)."""
         self.ended = ended or utcnow()
-        if self.ended < self.started:
+        if self.started is None:
+            self.started = self.ended
+        elif self.ended < self.started:
             self.ended = self.started
         self.seconds = round((self.ended - self.started).total_seconds(), 6)
         if self.busy_seconds is not None:
             self.busy_seconds = round(self.busy_seconds, 6)
-        base = max(self.records_in or 0, self.records_out or 0)
-        self.records_per_s = round(base / self.seconds, 1) if self.seconds > 0 and base else None
-        self.mb_per_s = round(self.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 and self.bytes else None
+        self.rates(self.seconds)
         self.peak_rss_mb = peak_rss_mb()
 
     @property
@@ -148,21 +163,75 @@ class Timings:
                 self.collection.replace_one({"_id": doc["_id"]}, doc, upsert=True)
         return record
 
+    def stopped(self, record: StageRecord, exc: BaseException) -> None:
+        """Keep ``record``, ended now by ``exc``: status "interrupted" (Ctrl-C, SIGTERM) or "failed",
+        with the error.  A row the server cannot take is let go: ``exc`` is what the caller raises."""
+        record.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        record.finish()
+        try:
+            self.add(record)
+        except SciIngestError:
+            pass
+
     @contextmanager
     def stage(self, stage: str, file: str | None = None, started: dt.datetime | None = None
               ) -> Iterator[StageRecord]:
-        """Time a block; on an exception the row is kept with status "failed" and the error.
-        ``started``: the row began earlier, with the work that decided it (a count, say)."""
+        """Time a block; on an exception the row is kept with status "failed" ("interrupted" for
+        Ctrl-C) and the error.  ``started``: the row began earlier, with the work that decided it
+        (a count, say)."""
         record = self.new(stage, file)
         if started is not None:
             record.started = started
         try:
             yield record
         except BaseException as exc:
-            record.status = "failed"
-            record.error = f"{type(exc).__name__}: {exc}"
-            record.finish()
-            self.add(record)
+            self.stopped(record, exc)
             raise
         record.finish()
         self.add(record)
+
+
+def is_start_up(stage: str) -> bool:
+    """Whether ``stage`` is a step's start-up inside another stage's span: the cluster started, a
+    step's modules imported on the workers (``warm_up.*``)."""
+    return stage == "cluster" or stage.startswith("warm_up.")
+
+
+def own_seconds(row, rows: Iterable) -> float:
+    """The seconds of ``row`` (a :class:`StageRecord` or a stored row of a run) less the start-up
+    stages (:func:`is_start_up`) of ``rows`` that lie inside its span: a load that started the Dask
+    cluster took the cluster's seconds too, which are not the load's throughput."""
+    get = (lambda r, k: r.get(k)) if isinstance(row, dict) else getattr
+    begin, end, seconds = get(row, "started"), get(row, "ended"), get(row, "seconds") or 0.0
+    if begin is None or end is None:
+        return seconds
+    inside = 0.0
+    for other in rows:
+        o_begin, o_end = get(other, "started"), get(other, "ended")
+        if other is row or not is_start_up(get(other, "stage") or "") or o_begin is None or o_end is None:
+            continue
+        inside += max(0.0, (min(end, o_end) - max(begin, o_begin)).total_seconds())
+    return max(0.0, seconds - inside)
+
+
+#: Stage statuses from the worst down: a run's status, where its command recorded none, is its worst.
+_WORST_FIRST = ("failed", "refused", "interrupted", "partial")
+
+
+def run_status(rows: Iterable[dict]) -> str:
+    """A run's status from its run-level rows (stage, status, detail): the one its command recorded
+    on its ``close`` row (``detail.run_status``: the status of its exit code,
+    :data:`ingest.errors.RUN_STATUS`); else the worst of its stages' (an Airflow task's rows, a run
+    recorded before); a command's run (a ``start-up`` row) without a ``close`` row is "unfinished":
+    still running, or stopped before it could record its end (its server gone)."""
+    rows = list(rows)
+    for row in rows:
+        recorded = (row.get("detail") or {}).get("run_status") if row.get("stage") == "close" else None
+        if recorded:
+            return recorded
+    stages = {row.get("stage") for row in rows}
+    if "start-up" in stages and "close" not in stages:
+        return "unfinished"
+    found = {row.get("status") for row in rows}
+    return next((s for s in _WORST_FIRST if s in found), "ok")

@@ -12,7 +12,7 @@ from ingest.report import dumps, iso_utc, table, timing_table, worker_table
 from ingest.store.catalog import TIMINGS
 from ingest.store.connection import database
 from ingest.store.mongo import db_errors
-from ingest.timing import level_filter
+from ingest.timing import NEVER_SET, level_filter, run_status
 
 __all__ = ["cmd_timings", "chosen_run", "run_rows", "worker_rows", "NO_RUNS", "unknown_run"]
 
@@ -36,8 +36,9 @@ def cmd_timings(args) -> int:
             if args.json:
                 print(dumps({"runs": runs}))
             else:
-                print(table(runs, [("run_id", "run"), ("started", "started (UTC)"), ("stages", "stages"),
-                                   ("records_out", "records out"), ("status", "status")], left=2))
+                print(table(runs, [("run_id", "run"), ("started", "started (UTC)"), ("ended", "ended (UTC)"),
+                                   ("stages", "stages"), ("records_out", "records out"), ("status", "status")],
+                            left=3))
             return Exit.OK
         run_id, why = chosen_run(coll, args)
         if run_id is None:
@@ -82,20 +83,22 @@ def chosen_run(coll, args) -> tuple[str | None, str]:
 def run_rows(coll, limit: int = 50) -> list[dict]:
     """One row per recorded run, newest first: when it started, its stages, what it wrote, its status."""
     pipeline = [
-        {"$match": {"file": {"$exists": False}, "worker": {"$exists": False}}},
-        {"$group": {"_id": "$run_id", "started": {"$min": "$started"}, "stages": {"$push": "$stage"},
-                    "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}},
-                    "statuses": {"$addToSet": "$status"}}},
+        {"$match": level_filter("run")},
+        {"$group": {"_id": "$run_id", "ended": {"$max": "$ended"},  # a start never set (1970, old rows) left out
+                    "started": {"$min": {"$cond": [{"$gte": ["$started", NEVER_SET]}, "$started", None]}},
+                    "stages": {"$push": {"stage": "$stage", "status": "$status", "detail": {
+                        "run_status": "$detail.run_status", "exit_code": "$detail.exit_code"}}},
+                    "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}}}},
         {"$sort": {"started": -1}},
         {"$limit": limit},
     ]
     rows = []
     for r in coll.aggregate(pipeline):
-        statuses = [s for s in r["statuses"] if s]
-        started = r["started"]
-        rows.append({"run_id": r["_id"], "started": iso_utc(started) if started else None,
-                     "stages": len(r["stages"]), "records_out": r["records_out"],
-                     "status": "ok" if set(statuses) <= {"ok"} else ",".join(sorted(set(statuses) - {"ok"}))})
+        close = next((s["detail"] for s in r["stages"] if s.get("stage") == "close"), {})
+        rows.append({"run_id": r["_id"], "started": iso_utc(r["started"]) if r["started"] else None,
+                     "ended": iso_utc(r["ended"]) if r.get("ended") else None,
+                     "stages": len(r["stages"]), "records_out": r["records_out"], "status": run_status(r["stages"]),
+                     **({"exit_code": close["exit_code"]} if close.get("exit_code") is not None else {})})
     return rows
 
 

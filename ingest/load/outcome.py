@@ -42,13 +42,21 @@ class FileOutcome:
     worker: str | None = None  # host:pid of the process that handled it
     retries: int = 0  # transient database errors retried while loading it
     warnings_total: int = 0  # every warning, of which ``warnings`` keeps the first ones
-    #: Wall clock (epoch seconds): when its reading began, its documents were all built, it was decided.
-    started: float = 0.0
-    parsed: float = 0.0
-    ended: float = 0.0
+    #: Wall clock (epoch seconds): when its reading began, its documents were all built, it was decided;
+    #: None until set (never 0: a clock never set is not 1970), :meth:`decided` sets what is still None.
+    started: float | None = None
+    parsed: float | None = None
+    ended: float | None = None
     #: The path as messages show it, when ``path`` is not the real path (a name that is not UTF-8,
     #: kept as :func:`ingest.fileio.display_path` shows it); None: ``printable(path)``.  Not in as_dict.
     shown_path: str | None = field(default=None, repr=False, compare=False)
+
+    def decided(self, at: float) -> None:
+        """Its clocks at the end: it was decided at ``at`` unless ``ended`` says when; a file refused
+        before it was read (missing, not a regular file, unchanged) began and ended then."""
+        self.ended = self.ended or at
+        self.started = self.started or self.ended
+        self.parsed = min(self.parsed or self.started, self.ended)
 
     def warn(self, message: str, keep: int = 50) -> None:
         """Count a warning (``path:line: what``); keep the first ``keep`` of them."""

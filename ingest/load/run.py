@@ -176,9 +176,7 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     now = time.time()
     for o in outcomes:  # the wall clock of each: decided now unless it says when
-        o.ended = o.ended or now
-        o.started = o.started or o.ended
-        o.parsed = min(o.parsed or o.started, o.ended)
+        o.decided(now)
     if not job.options.dry_run:
         try:
             _record_file_timings(ctx, job, outcomes)
@@ -274,6 +272,9 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     files, missing = discover(paths, include_hidden=options.include_hidden)
     ledger = Ledger(db, retry)
     todo, decided = plan(ledger, files, options.force)
+    now = time.time()
+    for outcome in missing + decided:  # refused or skipped unread: their clocks say when that was decided
+        outcome.decided(now)
     client = dask() if dask is not None and todo else None
     summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
                           write_concern=in_force, dry_run=options.dry_run, planned=len(files) + len(missing))
