@@ -151,7 +151,7 @@ return {
   header: document.querySelector('header').textContent,
   files: [...document.querySelectorAll('#file-table tbody tr')].map(r => r.cells[0].textContent),
   validation: [...document.querySelectorAll('#validation-table tbody tr')]
-    .map(r => [r.cells[0].textContent, r.cells[3].textContent]),
+    .map(r => [r.cells[0].textContent, r.cells[2].textContent]),
   failures: [...document.querySelectorAll('ul.failures li')].map(li => li.textContent),
   sections: [...document.querySelectorAll('h2[id]')].map(h => h.id),
 };
@@ -179,7 +179,7 @@ def test_the_page_renders_in_headless_chromium(reported, tmp_path, monkeypatch, 
     assert all(w > 0 and h > 0 for w, h in page["svgs"]), page["svgs"]
     assert not [u for u in page["urls"] if re.match(r"\s*(https?:)?//", u, re.I)], page["urls"]
     assert {"stages", "throughput", "collections", "validation"} <= set(page["sections"])
-    # the header: the default run (the most recent that did work), its status and its date from the rows
+    # the header: the default run (the last full run: it loaded), its status and its date from the rows
     first, second = reported.runs
     assert page["runId"] == second and "failed" in page["status"] and "critical validation" in page["status"]
     started = min(r["started"] for r in reported.db.stage_timings.find({"run_id": second}))
@@ -272,7 +272,7 @@ def test_an_older_run_by_id_and_the_errors(reported, tmp_path):
     rows = re.search(r'<table id="stage-table">.*?</table>', text, re.S).group(0)
     assert re.findall(r'<tr[^>]*><td class="l">([^<]*)</td>', rows) == _stages(reported.db, first)
     assert "This run did not validate" in text and text.count("This run did not run this analysis") >= 2
-    assert "Throughput per stage (last 1 run(s))" in text  # only runs up to this one
+    assert "Throughput (last 1 run(s))" in text  # only runs up to this one
     # an unknown run: exit 64; a bad --runs: exit 64 (usage errors); a database without runs: exit 1; one line each
     for args, code, words in ((["--run", "run-nope"], 64, "no run 'run-nope'"), (["--runs", "0"], 64, "--runs"),):
         proc = _cli(reported.env, "report", *args, "--out", tmp_path / "x")

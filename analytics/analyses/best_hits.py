@@ -166,6 +166,7 @@ def plot_best_hits(frame: pd.DataFrame):
     score_ax.set_title(f"best-hit score ({len(scores):,} of {len(frame):,} searches)", fontsize=10)
     ident_ax.hist(identity * 100, bins=np.linspace(0, 100, 21), color="#55a868")
     ident_ax.set_xlabel("best-hit identity (%)")
+    ident_ax.set_ylabel("searches")
     ident_ax.set_title(f"best-hit identity ({len(identity):,} searches)", fontsize=10)
     for ax in (score_ax, ident_ax):
         ax.grid(True, axis="y", alpha=0.3)

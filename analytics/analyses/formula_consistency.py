@@ -332,6 +332,7 @@ def plot_formula_consistency(frame: pd.DataFrame):
         ax.bar_label(bars, labels=[f"{counts[n]:,}" for n in names], padding=3, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(f"{what} (count)")
+        ax.set_ylabel(f"{what}: outcome")
         ax.set_title(title, fontsize=10)
         ax.margins(x=0.15)
         ax.grid(True, axis="x", alpha=0.3)

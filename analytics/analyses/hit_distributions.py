@@ -239,6 +239,8 @@ def plot_hit_distributions(frame: pd.DataFrame):
         ax.set_yticks(np.arange(len(programs)) + 0.5, labels if ax is ident_ax else [], fontsize=8)
         ax.invert_yaxis()
     ident_ax.set_xlabel("identity of the first HSP (%), 5 % bins")
+    ident_ax.set_ylabel("program (hits)")
+    eval_ax.set_ylabel("program (as on the left)")
     ident_ax.set_title("identity per program (hits)", fontsize=10)
     eval_ax.set_xlabel("log10 E-value, one decade per column (E = 0 apart)")
     eval_ax.set_title("E-value per program", fontsize=10)

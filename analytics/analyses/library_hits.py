@@ -226,6 +226,7 @@ def plot_library_hits(frame: pd.DataFrame, top: int = 20):
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("count (hits, or distinct queries)")
+    ax.set_ylabel("library sequence: hit id (library)")
     ax.set_title(f"the {len(data)} most-hit library sequences, of {len(frame):,} hit", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)

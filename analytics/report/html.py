@@ -29,7 +29,6 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
 import pandas as pd
@@ -39,10 +38,11 @@ from ingest.errors import ConfigError, SciIngestError
 from ingest.fileio import printable, stderr_line
 from analytics.report.page import CSS, figure_uri, html_table
 from analytics.report.page import esc as _html_esc
-from ingest.timing import level_filter
+from ingest.timing import level_filter, run_status
 from analytics.registry import all_analyses
 from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
-from ingest.cli.timings import chosen_run
+from analytics.report import runs as past
+from ingest.config import SYNTHETIC_SAMPLES
 from ingest.report import cell
 from ingest.schema import conform
 from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
@@ -63,6 +63,7 @@ _CSS_RUN = """
 header{border-bottom:2px solid #ddd;padding-bottom:.6rem}header h1{margin-bottom:.3rem}
 .badge{display:inline-block;padding:.1rem .65rem;border-radius:1rem;color:#fff;font-weight:600;font-size:.9rem}
 .badge{vertical-align:middle}.b-ok{background:#1a7f37}.b-partial{background:#9a6700}.b-failed{background:#c62828}
+.synthetic{background:#fdecea;border-left-color:#c62828}
 tr.failed td{background:#fdecea}tr.partial td{background:#fff8e1}
 .crit{color:#c62828;font-weight:600}.warn{color:#9a6700;font-weight:600}
 ul.failures{padding-left:1.2rem}ul.failures li{margin:.3rem 0}section.analysis{margin-top:1rem}
@@ -79,7 +80,7 @@ class NoRun(SciIngestError):
 
 
 class UnknownRun(SciIngestError):
-    """``--run`` names a run the database has no record of (exit 2)."""
+    """``--run`` names a run the database has no record of (exit 64)."""
 
 
 def _fmt(value) -> str:
@@ -110,8 +111,8 @@ def _size(n: int | None) -> str:
 
 # ------------------------------------------------------------------ reading
 def _pick(coll, run_id: str | None) -> tuple[str, str]:
-    """(the run, why that one), as ``sci-ingest timings`` picks it."""
-    chosen, why = chosen_run(coll, SimpleNamespace(run=run_id, last=False))
+    """(the run, why that one): the one asked for, else the last full run (:mod:`analytics.report.runs`)."""
+    chosen, why = past.pick(coll, run_id)
     if chosen is None:
         if run_id:
             raise UnknownRun(f"no run {run_id!r} is recorded; `sci-ingest timings --list` lists the runs")
@@ -119,30 +120,19 @@ def _pick(coll, run_id: str | None) -> tuple[str, str]:
     return chosen, why
 
 
-def _history(coll, first: dt.datetime, runs: int) -> tuple[list[dict], list[dict]]:
-    """(the last ``runs`` runs that started by ``first``, oldest first; their stage rows)."""
-    pipeline = [
-        {"$match": level_filter("run")},
-        {"$group": {"_id": "$run_id", "started": {"$min": "$started"}, "statuses": {"$addToSet": "$status"},
-                    "records_out": {"$sum": {"$ifNull": ["$records_out", 0]}}, "stages": {"$sum": 1}}},
-        {"$match": {"started": {"$lte": first}}},
-        {"$sort": {"started": -1}},
-        {"$limit": runs},
-    ]
-    found = list(coll.aggregate(pipeline))[::-1]
-    rows = list(coll.find({"run_id": {"$in": [r["_id"] for r in found]}, **level_filter("run")},
-                          {"_id": 0, "run_id": 1, "stage": 1, "records_per_s": 1, "started": 1}).sort("started", 1))
-    history = [{"run": r["_id"], "started": r["started"], "stages": r["stages"], "records_out": r["records_out"],
-                "status": _status(r["statuses"])} for r in found]
-    return history, rows
-
-
-def _status(statuses) -> str:
-    found = {s for s in statuses if s}
-    for worst in ("failed", "partial"):
-        if worst in found:
-            return worst
-    return "ok"
+def _synthetic(db, collections: list[dict]) -> list[dict]:
+    """Per loaded collection holding the bundled synthetic samples (:data:`ingest.config.SYNTHETIC_SAMPLES`,
+    found in the ledger by sha256): its documents from them and its documents now."""
+    from_samples: dict[str, int] = {}
+    files: set[str] = set()
+    for entry in db[LEDGER].find({"sha256": {"$in": list(SYNTHETIC_SAMPLES)}, "status": "loaded"},
+                                 {"sha256": 1, "records": 1}):
+        files.add(SYNTHETIC_SAMPLES[entry["sha256"]])
+        for coll, n in (entry.get("records") or {}).items():
+            from_samples[coll] = from_samples.get(coll, 0) + int(n or 0)
+    now = {r["collection"]: r["documents"] for r in collections if r["kind"] == "loaded data"}
+    return [{"collection": c, "documents": n, "of": now.get(c), "files": sorted(files)}
+            for c, n in sorted(from_samples.items()) if n]
 
 
 def _collections(db, analyses, stages: list[dict], out_dir: Path) -> list[dict]:
@@ -212,13 +202,14 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
                                    "status": 1, "error": 1}))  # fmt: skip
         # a run stopped before its stages ended has per-file rows only: its times come from those
         timed = stages or list(timings.find({"run_id": run_id}, {"started": 1, "ended": 1}))
-        first = min(r["started"] for r in timed if r.get("started"))
-        last = max((r.get("ended") or r.get("started") for r in timed), default=first)
-        history, history_rows = _history(timings, first, runs)
+        last = max((r.get("ended") or r.get("started") for r in timed), default=None)
+        first = min((s for s in (past.real_start(r.get("started")) for r in timed) if s), default=last)
+        history, history_rows = past.history(timings, first, runs)
         validation = list(db[VALIDATION].find({"run_id": run_id}, {"_id": 0}).sort("suite", 1))
         analyses = all_analyses()
         folder = outputs_of(settings, conn).folder  # this database's Parquet files, unless the run recorded others
         collections = _collections(db, analyses, stages, folder)
+        synthetic = _synthetic(db, collections)
         outputs = {}
         for a in analyses:
             outputs[a.name] = _output_frame(db, a, _parquet_path(a, stages, folder), timings)
@@ -228,49 +219,40 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
             f["file"] = printable(f["file"])
     return {"run_id": run_id, "why": why, "server": f"{conn.info.label()} at {redact(conn.uri)}",
             "server_kind": sorted({r["server_kind"] for r in stages if r.get("server_kind")}),
-            "db_name": db.name, "first": first, "last": last, "status": _status(r.get("status") for r in stages) if stages else "partial",
+            "db_name": db.name, "first": first, "last": last, "synthetic": synthetic,
+            "status": run_status(stages) if stages else "unfinished",
             "stages": stages, "files": files, "history": history, "history_rows": history_rows, "runs": runs,
             "validation": validation, "collections": collections, "analyses": analyses, "outputs": outputs}
 
 
 # ------------------------------------------------------------------ plots
-def _throughput_figure(history: list[dict], rows: list[dict], run_id: str):
-    """records/s of every stage with a rate, one line per stage, across ``history`` (oldest first)."""
-    import matplotlib  # noqa: PLC0415 - lazy: the Agg backend is chosen here, before pyplot, not at import; matplotlib costs 0.22 s
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy: the Agg backend is chosen here, before pyplot, not at import; matplotlib costs 0.22 s
-
-    index = {r["run"]: i for i, r in enumerate(history)}
-    series: dict[str, list[tuple[int, float]]] = {}
-    for row in rows:
-        rate = row.get("records_per_s")
-        if isinstance(rate, (int, float)) and rate > 0 and row["run_id"] in index:
-            series.setdefault(row["stage"], []).append((index[row["run_id"]], float(rate)))
-    if not series:
-        return None
-    fig = Figure(figsize=(9.0, 4.2))
-    ax = fig.add_subplot()
-    for stage, points in series.items():
-        points.sort()
-        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=stage)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(history)))
-    ax.set_xticklabels([f"{_when(r['started'])[5:19]}\n{r['run'][-6:]}" for r in history], fontsize=7,
-                       rotation=30 if len(history) > 6 else 0, ha="right" if len(history) > 6 else "center")
-    ax.set_xlim(-0.5, len(history) - 0.5)
-    if run_id in index:
-        ax.axvline(index[run_id], color="#888", linestyle="--", linewidth=1)
-    ax.set_ylabel("records/s (log)")
-    ax.set_xlabel("run (started, UTC; id ends in)", fontsize=8)
-    ax.set_title(f"throughput per stage, last {len(history)} run(s) (dashed: this run)", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    return fig
+def figures(data: dict):
+    """Every plot the page draws, as (name, matplotlib figure), or (name, the exception) for a plot
+    that failed: ``throughput`` and each analysis's with an output to plot."""
+    yield "throughput", past.throughput_figure(data["history"], data["history_rows"], data["run_id"], _when)
+    for analysis in data["analyses"]:
+        frame, _ = data["outputs"].get(analysis.name, (None, ""))
+        if analysis.plot is None or frame is None or not len(frame):
+            continue
+        try:
+            yield analysis.name, analysis.plot(frame)
+        except Exception as exc:  # one analysis's broken plot does not take the report down
+            stderr_line(f"warning: the plot of {analysis.name} failed: {type(exc).__name__}: {exc}")
+            yield analysis.name, exc
 
 
-def _plot_img(fig, alt: str) -> str:
+def describe(fig) -> str:
+    """What a figure shows, as its image's alt text: per panel its title, axis labels and annotations."""
+    panels = []
+    for ax in fig.axes:
+        words = [ax.get_title(), f"x: {ax.get_xlabel()}" if ax.get_xlabel() else "",
+                 f"y: {ax.get_ylabel()}" if ax.get_ylabel() else ""] + [t.get_text() for t in ax.texts]
+        panels.append("; ".join(" ".join(w.split()) for w in words if w.strip()))
+    return " | ".join(p for p in panels if p)
+
+
+def _plot_img(fig, name: str) -> str:
+    alt = f"{name}: {describe(fig)}"
     return f'<img class="plot" alt="{esc(alt)}" src="{figure_uri(fig)}">'
 
 
@@ -282,6 +264,13 @@ STAGE_COLUMNS = [("stage", "stage"), ("records_in", "records in"), ("records_out
 
 def _row_class(row: dict) -> str:
     return row.get("status") if row.get("status") in ("failed", "partial") else ""
+
+
+def _badge(status: str) -> str:
+    """The badge's colour of a run's status: green ok, red failed or refused, amber the rest."""
+    if status == "ok":
+        return "ok"
+    return "failed" if status.startswith(("failed", "refused", "validation failed")) else "partial"
 
 
 def _stages_section(data: dict) -> str:
@@ -306,11 +295,11 @@ def _stages_section(data: dict) -> str:
     return "\n".join(out)
 
 
-def _throughput_section(data: dict) -> str:
-    out = [f'<h2 id="throughput">Throughput per stage (last {len(data["history"])} run(s))</h2>']
-    fig = _throughput_figure(data["history"], data["history_rows"], data["run_id"])
-    out.append(_plot_img(fig, "throughput per stage across runs") if fig else
+def _throughput_section(data: dict, fig) -> str:
+    out = [f'<h2 id="throughput">Throughput (last {len(data["history"])} run(s))</h2>']
+    out.append(_plot_img(fig, "throughput across runs") if fig else
                '<p class="missing">No stage of these runs processed records: no rate to plot.</p>')
+    out.append(f'<p class="meta" id="throughput-note">{esc(past.THROUGHPUT_NOTE)}</p>')
     out.append("<details><summary>the runs</summary>"
                + html_table(data["history"][::-1], [("run", "run"), ("started", "started"), ("stages", "stages"),
                                                     ("records_out", "records out"), ("status", "status")],
@@ -360,19 +349,22 @@ def _validation_section(data: dict) -> str:
     if not suites:
         return out[0] + '<p class="missing">This run did not validate (`sci-ingest validate` does).</p>'
     rows = []
-    for s in suites:
+    for s in suites:  # each suite's status as the validation gave it: a skipped one is not "passed"
         stats = s.get("statistics") or {}
         results = s.get("results") or []
         crit = sum(1 for r in results if not r.get("success") and r.get("critical"))
-        rows.append({"suite": s.get("suite"), "collection": s.get("collection"), "status": s.get("status"),
-                     "result": "passed" if s.get("success") else "failed", "rows": s.get("rows"),
+        rows.append({"suite": s.get("suite"), "collection": s.get("collection"), "status": s.get("status") or "-",
+                     "rows": s.get("rows"),
                      "expectations": f"{_fmt(stats.get('successful'))} / {_fmt(stats.get('evaluated'))}",
                      "critical failures": crit, "seconds": s.get("duration_s"),
                      "_class": "failed" if crit else "partial" if not s.get("success") else ""})
-    passed = sum(1 for r in rows if r["result"] == "passed")
-    out.append(f'<p>{passed} of {len(rows)} suite(s) passed.</p>')
-    out.append(html_table(rows, ["suite", "collection", "status", "result", "rows", "expectations",
-                                 "critical failures", "seconds"], text={"collection", "status", "result"},
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    out.append(f'<p id="validation-summary">{len(rows)} suite(s): '
+               + esc(", ".join(f"{n} {status}" for status, n in counts.items())) + ".</p>")
+    out.append(html_table(rows, ["suite", "collection", "status", "rows", "expectations",
+                                 "critical failures", "seconds"], text={"collection", "status"},
                           fmt=_fmt, row_class=lambda r: r["_class"], table_id="validation-table"))
     failures = [(s, r) for s in suites for r in s.get("results") or [] if not r.get("success")]
     failures.sort(key=lambda f: not f[1].get("critical"))
@@ -382,7 +374,7 @@ def _validation_section(data: dict) -> str:
     return "\n".join(out)
 
 
-def _analysis_section(data: dict, analysis) -> str:
+def _analysis_section(data: dict, analysis, drawn: dict) -> str:
     name = analysis.name
     out = [f'<section class="analysis" id="analysis-{esc(name)}" data-analysis="{esc(name)}">',
            f"<h2>Analysis <code>{esc(name)}</code></h2>", f"<p>{esc(analysis.description)}</p>",
@@ -412,7 +404,10 @@ def _analysis_section(data: dict, analysis) -> str:
         out.append(f'<p class="missing">This analysis declares no plot; its output has {len(frame):,} row(s) '
                    f"in {esc(where)}.</p>")
     else:
-        out.append(_analysis_plot(analysis, frame, where, data["run_id"]))
+        out.append(_analysis_plot(analysis, drawn.get(name), frame, where, data["run_id"]))
+    if analysis.source in {s["collection"] for s in data["synthetic"]}:
+        out.append(f'<p class="note synthetic">Its source, <code>{esc(analysis.source)}</code>, holds the bundled '
+                   "synthetic samples (see the top of the page): these figures describe generated data.</p>")
     return "\n".join(out) + "</section>"
 
 
@@ -425,13 +420,10 @@ def _output_columns(analysis) -> str:
             f"what each means, in which unit</summary>{table}</details>")
 
 
-def _analysis_plot(analysis, frame, where: str, run_id: str) -> str:
-    try:
-        fig = analysis.plot(frame)
-        img = _plot_img(fig, f"{analysis.name} plot")
-    except Exception as exc:  # one analysis's broken plot does not take the report down
-        stderr_line(f"warning: the plot of {analysis.name} failed: {type(exc).__name__}: {exc}")
-        return f'<p class="missing">The plot failed: {esc(type(exc).__name__)}: {esc(exc)}</p>'
+def _analysis_plot(analysis, fig, frame, where: str, run_id: str) -> str:
+    if isinstance(fig, Exception) or fig is None:
+        return f'<p class="missing">The plot failed: {esc(type(fig).__name__)}: {esc(fig)}</p>'
+    img = _plot_img(fig, f"{analysis.name} plot")
     published = sorted({str(r) for r in frame["run_id"].dropna()}) if "run_id" in frame else []
     note = ""
     if published and published != [run_id]:
@@ -444,7 +436,7 @@ def render(data: dict, title: str = "sci-ingest run report") -> str:
     """The page for ``data`` (:func:`collect`)."""
     status = data["status"]
     crit = any(not s.get("critical_ok", True) for s in data["validation"])
-    badge = "failed" if status == "failed" or crit else status
+    badge = "failed" if crit else _badge(status)
     label = status + (", critical validation failures" if crit else "")
     nav = ['<a href="#stages">stages</a>', '<a href="#throughput">throughput</a>',
            '<a href="#collections">collections</a>', '<a href="#validation">validation</a>']
@@ -456,13 +448,28 @@ def render(data: dict, title: str = "sci-ingest run report") -> str:
               + (f" ({esc(_fmt(round(seconds, 1)))} s)" if seconds is not None else "") + ".</p>"
               f'<p class="meta">Database <code>{esc(data["db_name"])}</code> on {esc(data["server"])}'
               + (f"; the run's rows name {esc(', '.join(data['server_kind']))}" if data["server_kind"] else "")
-              + f".</p><nav>{' '.join(nav)}</nav></header>")  # fmt: skip
-    body = [header, _stages_section(data), _throughput_section(data), _collections_section(data),
-            _validation_section(data)] + [_analysis_section(data, a) for a in data["analyses"]]
+              + f".</p>{_synthetic_note(data['synthetic'])}<nav>{' '.join(nav)}</nav></header>")  # fmt: skip
+    drawn = dict(figures(data))
+    body = [header, _stages_section(data), _throughput_section(data, drawn.get("throughput")),
+            _collections_section(data), _validation_section(data)]
+    body += [_analysis_section(data, a, drawn) for a in data["analyses"]]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>{esc(title)}: {esc(data['run_id'])}</title><style>{CSS}{_CSS_RUN}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
+
+
+def _synthetic_note(synthetic: list[dict]) -> str:
+    """The page's note when the database holds the bundled synthetic samples; else nothing."""
+    if not synthetic:
+        return ""
+    counts = "; ".join(f"{s['documents']:,} of the {_fmt(s['of'])} {s['collection']} documents" for s in synthetic)
+    files = ", ".join(sorted({f for s in synthetic for f in s["files"]}))
+    return (f'<p class="note synthetic" id="synthetic-samples"><b>Synthetic samples.</b> {esc(counts)} come from the '
+            f"bundled synthetic samples ({esc(files)}): generated by <code>samples/materials/generate.py</code>, "
+            "physically plausible but not real Materials Project records. Their stored energies above hull are "
+            "drawn at random, so <code>hull_energy</code>'s recomputation disagrees with most of them; the analyses "
+            "of them describe made-up materials.</p>")
 
 
 def write_report(settings, run_id: str | None = None, out_dir: Path | None = None, runs: int = DEFAULT_RUNS,
