@@ -349,8 +349,10 @@ def test_unacknowledged_writes_are_refused_and_the_write_concern_is_recorded(ser
     proc, report = run_load(server, name, one, "--write-concern", "w=0")
     assert proc.returncode == 1 and "w=0" in (report or {}).get("error", proc.stderr)
     assert server.client[name].hits.count_documents({}) == 0
+    refused = server.client[name].stage_timings.find_one({"stage": "load", "scope": "run", "run_id": report["run_id"]})
+    assert refused["status"] == "failed" and "w=0" in refused["error"]  # the refusal is recorded, as failed
     proc, report = run_load(server, name, one, "--write-concern", "w=1,j=true", "--workers", "1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert report["load"]["write_concern"] == {"w": 1, "j": True}
-    row = server.client[name].stage_timings.find_one({"stage": "load", "scope": "run"})
+    row = server.client[name].stage_timings.find_one({"stage": "load", "scope": "run", "run_id": report["run_id"]})
     assert row["detail"]["write_concern"] == {"w": 1, "j": True}
