@@ -99,6 +99,8 @@ class RunReport:
             "failed": load.get("failed", []),
             "warnings": [{"path": f["path"], "total": f.get("warnings_total", len(f["warnings"])),
                           "first": f["warnings"]} for f in load.get("files", []) if f.get("warnings")],
+            "set_aside": [{"path": f["path"], "total": f["set_aside_total"], "first": f["set_aside"]}
+                          for f in load.get("files", []) if f.get("set_aside_total") and f["status"] == "loaded"],
             "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed",
                                                   "files_not_reached")},
             "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")
@@ -240,7 +242,8 @@ def _load_rows(timings: Timings, summary, started, ended) -> None:
               "skipped": summary.count("skipped"), "failed": summary.count("failed"),
               "documents_skipped": summary.skipped_documents, "retries": summary.total_retries,
               "write_concern": summary.write_concern or "server default", "dry_run": summary.dry_run}
-    status = ("interrupted" if summary.interrupted else "partial") if summary.failed or summary.interrupted else "ok"
+    status = ("interrupted" if summary.interrupted else "partial") if (
+        summary.failed or summary.set_aside or summary.interrupted) else "ok"
     for rec in _share_rows(timings, files, None, started, ended, summary.workers):
         rec.detail, rec.status = detail, status
         if rec.stage == "load":  # its rates over its own time: not the cluster it started
@@ -316,7 +319,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                     report.notes = prepare(conn, query_indexes="load" not in steps)
                 if "load" in steps:
                     report.load = load_step(conn, timings, settings, paths, options, cluster=cluster, log=log)
-                    if report.load.failed:
+                    if report.load.failed or report.load.set_aside:  # files failed, or values set aside
                         report.exit_code = EXIT_PARTIAL
                 if "analyze" in steps:
                     report.analysis = step("analyze")(conn, timings, settings, analyses, cluster=cluster,

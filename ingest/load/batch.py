@@ -240,7 +240,8 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
             "_id": o.path, "path": o.path, "status": "loaded", "sha256": o.sha256, "size": p.version.size,
             "mtime": p.version.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
             "updated": o.updated, "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
-            "warnings_total": o.warnings_total, "run_id": ctx.run_id, "finished": finished,
+            "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
+            "run_id": ctx.run_id, "finished": finished,
             "seconds": {"parse": round(o.parse_seconds, 6), "load": round(share, 6),
                         "total": round(o.parse_seconds + share, 6)}})
     for p in failed:

@@ -14,6 +14,11 @@ building them twice: at most :data:`KEEP_CHECKED_BYTES` of decompressed input
 Every pass reads through :func:`ingest.load.reading.read_pass`, so a file that
 changes while it is loaded is named as changed, never loaded half of each version.
 
+Every document is held to its collection's contract (:mod:`ingest.load.contracts`: the declared
+kind of each curated field) as it is built: a record's value read losslessly is stored so with a
+warning, any other value of another kind set aside (``FileOutcome.put_aside``); a search
+document that breaks it fails its file.
+
 :func:`content_filters` selects every search document made from one content.
 """
 
@@ -25,6 +30,7 @@ import time
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
+from ingest.load.contracts import CONTRACTS
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, read_pass
 from ingest.load.writer import INSERT, RECORDS
@@ -111,6 +117,7 @@ def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send,
             break
         n_queries += 1
         doc, hit_docs = search_documents(query, sha256=sha, path=outcome.path, query_index=n_queries, fmt=fmt.name)
+        _keep_contracts(doc, hit_docs, source, n_queries)
         searches.append(doc)
         hits.extend(hit_docs)
         n_hits += len(hit_docs)
@@ -122,6 +129,17 @@ def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send,
     _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
     outcome.records = {"searches": n_queries, "hits": n_hits}
     outcome.parse_seconds = parse_s
+
+
+def _keep_contracts(search: dict, hits: list[dict], source: str, query_index: int) -> None:
+    """Search documents keep their contracts by construction (the parser fails a file whose numbers
+    do not read); one that does not is a defect of the parser, and fails its file."""
+    for coll, docs in ((SEARCHES, (search,)), (HITS, hits)):
+        findings = CONTRACTS[coll].findings
+        for doc in docs:
+            for f in findings(doc):
+                raise ParseError(f"query {query_index}: {coll} {doc['_id']}: {f.said()} (a defect of the parser: "
+                                 "nothing of the file is stored)", source=source)
 
 
 def _send_all(send, batches, mode: str) -> None:
@@ -152,6 +170,12 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
                 item = exc
             else:
                 coll = RECORD_COLLECTIONS[item.kind]
+                for aside, message in CONTRACTS[coll].enforce(doc):  # values of another kind
+                    said = f"{version.key}:{item.line}: {message}"
+                    if aside:
+                        outcome.put_aside(said, MAX_ERRORS_KEPT)
+                    else:
+                        outcome.warn(said, MAX_ERRORS_KEPT)
                 counts[coll] = counts.get(coll, 0) + 1
                 if kept is not None and not counts.get("bad"):
                     doc["_source"]["order"] = order
@@ -194,7 +218,9 @@ def _built(handle, version: Version, read_records, path: str):
             raise Changed(version.key, f"line {item.line} is bad now: {item.reason}")
         doc = record_document(item, sha256=version.sha256, path=path)
         doc["_source"]["order"] = order
-        yield RECORD_COLLECTIONS[item.kind], doc
+        coll = RECORD_COLLECTIONS[item.kind]
+        CONTRACTS[coll].enforce(doc)  # as pass 1 did (which named what it changed)
+        yield coll, doc
 
 
 def keep_records(documents, send, batch_size: int) -> None:

@@ -220,6 +220,7 @@ def _write_again(ctx: FileContext, flight: InFlight) -> None:
     ctx.claims.claim_path(o.path)  # the restarted server may have lost the claim too
     ctx.claims.claim(CLAIMS, o.sha256)
     o.records, o.warnings, o.errors, o.warnings_total = {}, [], [], 0
+    o.set_aside, o.set_aside_total = [], 0
     _queue_documents(ctx, flight)
 
 
@@ -236,7 +237,8 @@ def _loaded_fields(ctx: FileContext, flight: InFlight) -> dict:
         "status": "loaded", "sha256": o.sha256, "size": flight.version.size, "mtime": flight.version.mtime,
         "format": o.format, "records": o.records, "inserted": o.inserted, "updated": o.updated,
         "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
-        "warnings_total": o.warnings_total, "run_id": ctx.run_id,
+        "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
+        "run_id": ctx.run_id,
         "finished": utcnow(), "seconds": {"parse": round(o.parse_seconds, 6), "load": round(o.load_seconds, 6),
                                           "total": round(o.parse_seconds + o.load_seconds, 6)}}
 

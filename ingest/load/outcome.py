@@ -42,6 +42,10 @@ class FileOutcome:
     worker: str | None = None  # host:pid of the process that handled it
     retries: int = 0  # transient database errors retried while loading it
     warnings_total: int = 0  # every warning, of which ``warnings`` keeps the first ones
+    #: Values of curated fields set aside (``path:line: field value reason``, the first ones) and how
+    #: many in all (:mod:`ingest.load.contracts`): a file loaded with some is loaded in part.
+    set_aside: list[str] = field(default_factory=list)
+    set_aside_total: int = 0
     #: Wall clock (epoch seconds): when its reading began, its documents were all built, it was decided;
     #: None until set (never 0: a clock never set is not 1970), :meth:`decided` sets what is still None.
     started: float | None = None
@@ -64,6 +68,12 @@ class FileOutcome:
         if len(self.warnings) < keep:
             self.warnings.append(message)
 
+    def put_aside(self, message: str, keep: int = 50) -> None:
+        """Count a value set aside (``path:line: field value reason``); keep the first ``keep`` of them."""
+        self.set_aside_total += 1
+        if len(self.set_aside) < keep:
+            self.set_aside.append(message)
+
     @property
     def documents(self) -> int:
         return sum(self.records.values())
@@ -74,7 +84,8 @@ class FileOutcome:
         del data["shown_path"]
         if data["reason"]:
             data["reason"] = printable(data["reason"], backslash=False)
-        data["warnings"] = [printable(w, backslash=False) if isinstance(w, str) else w for w in data["warnings"]]
+        for said in ("warnings", "set_aside"):
+            data[said] = [printable(w, backslash=False) if isinstance(w, str) else w for w in data[said]]
         data["errors"] = [{**e, "reason": printable(e["reason"], backslash=False)}
                           if isinstance(e, dict) and isinstance(e.get("reason"), str) else e for e in data["errors"]]
         return data
@@ -134,6 +145,11 @@ class LoadSummary:
         return [f for f in self.files if f.status == "failed"]
 
     @property
+    def set_aside(self) -> int:
+        """Values of curated fields set aside in the files loaded (each file counts them)."""
+        return sum(f.set_aside_total for f in self.files if f.status == "loaded")
+
+    @property
     def total_retries(self) -> int:
         return self.retries + sum(f.retries for f in self.files)
 
@@ -147,6 +163,7 @@ class LoadSummary:
             "inserted": self.inserted,
             "updated": self.updated,
             "skipped": self.skipped_documents,
+            "set_aside": self.set_aside,
             "retries": self.total_retries,
             "workers": self.workers,
             "write_concern": self.write_concern,

@@ -357,13 +357,20 @@ def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], da
 WARNINGS_SHOWN = 3
 
 
+#: Values set aside of one file named on stderr (:mod:`ingest.load.contracts`); the rest likewise.
+SET_ASIDE_SHOWN = 10
+
+
 def _log_warnings(outcome: FileOutcome, log) -> None:
-    for message in outcome.warnings[:WARNINGS_SHOWN]:
-        log(f"warning: {message}")
-    more = outcome.warnings_total - min(len(outcome.warnings), WARNINGS_SHOWN)
-    if more > 0:
-        log(f"warning: {outcome.shown}: {more} more warning(s) (the first {len(outcome.warnings)} in the ledger "
-            "entry and in --json)")
+    for said, kept, total, shown, what in (
+            ("set aside", outcome.set_aside, outcome.set_aside_total, SET_ASIDE_SHOWN, "value(s) set aside"),
+            ("warning", outcome.warnings, outcome.warnings_total, WARNINGS_SHOWN, "warning(s)")):
+        for message in kept[:shown]:
+            log(f"{said}: {message}")
+        more = total - min(len(kept), shown)
+        if more > 0:
+            log(f"{said}: {outcome.shown}: {more} more {what} (the first {len(kept)} in the ledger entry "
+                "and in --json)")
 
 
 def _progress(total: int, enabled: bool):
@@ -425,7 +432,7 @@ def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
     known = {f.path for f in summary.files}
     try:
         entries = ctx.retry("reading the ledger", lambda: list(ctx.ledger.coll.find(
-            {"run_id": job.run_id, "status": "loaded"}, {"pending": 0, "errors": 0, "warnings": 0})))
+            {"run_id": job.run_id, "status": "loaded"}, {"pending": 0, "errors": 0, "warnings": 0, "set_aside": 0})))
     except SciIngestError:
         return  # the server is gone: the report keeps what the tasks reported
     for e in entries:
@@ -433,7 +440,8 @@ def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
             summary.files.append(FileOutcome(
                 path=e["_id"], status="loaded", format=e.get("format"), sha256=e.get("sha256"),
                 size=e.get("size", 0), records=dict(e.get("records") or {}), inserted=e.get("inserted", 0),
-                updated=e.get("updated", 0), existing=e.get("existing", 0)))
+                updated=e.get("updated", 0), existing=e.get("existing", 0),
+                set_aside_total=e.get("set_aside_total", 0)))
 
 
 def _release_leftovers(job: LoadJob) -> None:
