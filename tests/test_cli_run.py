@@ -83,7 +83,7 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert "nothing changed: every analysis output is current and every verdict stands" in proc.stdout
     stages = [line.split()[0] for line in proc.stdout.splitlines() if line[:1].isalpha() and "  " in line]
     assert "cluster" not in stages and "warm_up.validate" not in stages, stages
-    assert "0 rows checked (11 verdict(s) kept" in proc.stdout, proc.stdout
+    assert "0 rows checked (12 verdict(s) kept" in proc.stdout, proc.stdout
 
     proc, _ = sci_ingest("timings", "--mongo-uri", mongo_uri, "--db", dbname, "--run", first["run_id"])
     assert proc.returncode == 0 and "analyze.best_hits" in proc.stdout
