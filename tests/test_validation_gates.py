@@ -176,3 +176,16 @@ def test_the_airflow_validate_task_fails_on_an_error_unless_told_to_warn(cli, tm
         result = task_validate("manual__warn", mongo_uri=mongo_uri, on_failure="warn")
     assert result["verdict"].startswith("validation failed (1 of") and result["failed_suites"] == 1
     assert any("the DAG is set to warn" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("given", ["soon", "-3", "nan", "0"])
+def test_a_bad_freshness_setting_is_one_line(monkeypatch, given):
+    from ingest.errors import ConfigError
+    from analytics.validation.tables import FRESH_ENV, fresh_within
+
+    monkeypatch.setenv(FRESH_ENV, given)
+    with pytest.raises(ConfigError) as caught:
+        fresh_within()
+    assert FRESH_ENV in str(caught.value) and repr(given) in str(caught.value) and "\n" not in str(caught.value)
+    monkeypatch.setenv(FRESH_ENV, "36")
+    assert fresh_within() == 36.0

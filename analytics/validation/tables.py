@@ -34,13 +34,15 @@ suite follows changes like the others (no file loaded since its verdict: the ver
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import statistics
 
+from ingest.errors import ConfigError
 from analytics.validation.results import STATUS_FAILED, STATUS_PASSED, STATUS_WARNINGS, SuiteResult, failing
 from ingest.store.catalog import ANALYSIS_STATE, HITS, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
 
-__all__ = ["TABLES_SUITE", "TABLES_COLLECTION", "SOURCES", "check_tables", "VOLUME_SHARE", "VOLUME_HISTORY",
+__all__ = ["TABLES_SUITE", "TABLES_COLLECTION", "SOURCES", "check_tables", "fresh_within", "VOLUME_SHARE", "VOLUME_HISTORY",
            "VOLUME_MIN_HISTORY", "FRESH_ENV"]
 
 TABLES_SUITE = "tables"
@@ -111,14 +113,28 @@ def references(db, entries: list[dict]) -> list[dict]:
     return out
 
 
+def fresh_within() -> float | None:
+    """``SCI_INGEST_FRESH_WITHIN_HOURS`` as hours (None when unset); ConfigError, one line, for a bad value."""
+    raw = os.environ.get(FRESH_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = math.nan
+    if not math.isfinite(hours) or hours <= 0:
+        raise ConfigError(f"{FRESH_ENV} must be a positive number of hours, not {raw!r}")
+    return hours
+
+
 def freshness(db, now: dt.datetime) -> list[dict]:
     out = []
     newest = next(iter(db[LEDGER].find({"status": "loaded", "changed_at": {"$ne": None}}, {"changed_at": 1})
                        .sort("changed_at", -1).limit(1)), {}).get("changed_at")
-    hours = os.environ.get(FRESH_ENV, "").strip()
-    if newest is not None and hours:
-        limit = now - dt.timedelta(hours=float(hours))
-        out.append(_result("expect_newest_document_to_be_recent", {"collection": LEDGER, "within_hours": float(hours)},
+    hours = fresh_within()
+    if newest is not None and hours is not None:
+        limit = now - dt.timedelta(hours=hours)
+        out.append(_result("expect_newest_document_to_be_recent", {"collection": LEDGER, "within_hours": hours},
                            "warning", newest >= limit, f"the newest load is within {FRESH_ENV}",
                            observed_value=newest.isoformat()))
     updated = [d.get("last_updated") for d in db[MATERIALS].find({"last_updated": {"$type": "date"}},
