@@ -49,12 +49,25 @@ def state_file(state_dir: Path) -> Path:
 
 
 def recorded(state_dir: Path) -> dict | None:
-    """The record of the home's server, or None (none, or not readable)."""
+    """The record of the home's server, or None (none, not readable, or another home's).
+
+    A record counts only when its server's data directory is this home's own (``<home>/db``): a
+    home copied (``cp -a``) or moved while its server ran carries the other home's record, whose
+    server this home must neither use nor stop; it starts its own (issue 42)."""
     try:
         state = json.loads(state_file(state_dir).read_text())
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) else None
+    if not isinstance(state, dict) or not own_data_dir(state_dir, state.get("data_dir")):
+        return None
+    return state
+
+
+def own_data_dir(state_dir: Path, data_dir) -> bool:
+    """Whether ``data_dir`` (a record's) is the home's own data directory, ``<home>/db``."""
+    if not isinstance(data_dir, str) or not data_dir:
+        return False
+    return os.path.realpath(data_dir) == os.path.realpath(Path(state_dir) / "db")
 
 
 def write_record(state_dir: Path, state: dict) -> None:
