@@ -9,6 +9,7 @@ also the Variable ``sci_ingest_no_embedded``): then no URI is an error, at once.
 
 from __future__ import annotations
 
+import math
 import os
 import sysconfig
 from dataclasses import dataclass, field, replace
@@ -143,6 +144,22 @@ def parse_flag(value: str, what: str) -> bool:
     if value in ("1", "true", "yes", "on"):
         return True
     raise ConfigError(f"{what} must be 1 or 0 (true or false), not {value!r}")
+
+
+def env_number(name: str, default: float | None, *, positive: bool, meaning: str) -> float | None:
+    """The environment variable ``name`` read as a finite number, ``> 0`` (``positive``) or ``>= 0``;
+    ``default`` when unset or empty.  Anything else is a one-line :class:`ConfigError`: ``<name> must be
+    <meaning>, not '<value>'``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ConfigError(f"{name} must be {meaning}, not {raw!r}")
+    return value
 
 
 #: What a command or task without a MongoDB says where the embedded server is forbidden.

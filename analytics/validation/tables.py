@@ -34,11 +34,9 @@ suite follows changes like the others (no file loaded since its verdict: the ver
 from __future__ import annotations
 
 import datetime as dt
-import math
-import os
 import statistics
 
-from ingest.errors import ConfigError
+from ingest.config import env_number
 from analytics.validation.results import STATUS_FAILED, STATUS_PASSED, STATUS_WARNINGS, SuiteResult, failing
 from ingest.store.catalog import ANALYSIS_STATE, HITS, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
 
@@ -115,16 +113,7 @@ def references(db, entries: list[dict]) -> list[dict]:
 
 def fresh_within() -> float | None:
     """``SCI_INGEST_FRESH_WITHIN_HOURS`` as hours (None when unset); ConfigError, one line, for a bad value."""
-    raw = os.environ.get(FRESH_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        hours = float(raw)
-    except ValueError:
-        hours = math.nan
-    if not math.isfinite(hours) or hours <= 0:
-        raise ConfigError(f"{FRESH_ENV} must be a positive number of hours, not {raw!r}")
-    return hours
+    return env_number(FRESH_ENV, None, positive=True, meaning="a positive number of hours")
 
 
 def freshness(db, now: dt.datetime) -> list[dict]:

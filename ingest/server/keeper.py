@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import math
 import os
 import select
 import signal
@@ -45,8 +44,8 @@ from typing import Callable
 
 import psutil
 
-from ingest.config import PROJECT_ROOT
-from ingest.errors import ConfigError, SciIngestError, ServerError
+from ingest.config import PROJECT_ROOT, env_number
+from ingest.errors import SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_cache_size, server_record
 from ingest.server.state import (USE_LOCK, lock_fd, private_file, recorded, starting, state_file, try_lock, using,
@@ -75,17 +74,8 @@ _keepers: list[subprocess.Popen] = []  # started by this process; never waited f
 
 def idle_timeout() -> float:
     """``SCI_INGEST_SERVER_IDLE`` in seconds (default 600); ConfigError when it is not a number >= 0."""
-    raw = os.environ.get(IDLE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_IDLE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{IDLE_ENV} must be a number of seconds >= 0 (0: a private server for each "
-                          f"command), not {raw!r}")
-    return value
+    return env_number(IDLE_ENV, DEFAULT_IDLE_S, positive=False,
+                      meaning="a number of seconds >= 0 (0: a private server for each command)")
 
 
 # ------------------------------------------------------------------ the command's side
