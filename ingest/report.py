@@ -193,7 +193,12 @@ def dumps(obj) -> str:
     """``obj`` as JSON for people and programs: values as they are (a path is the real path),
     but no control character raw in the text: JSON escapes C0, and DEL, C1, the bidirectional
     controls and U+2028 / U+2029 (which only strings can hold) are written as ``\\uNNNN`` too."""
-    text = json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False)
+    return json_text(json.dumps(obj, indent=2, default=_json_default, ensure_ascii=False))
+
+
+def json_text(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with DEL, the C1 and bidirectional controls
+    and U+2028 / U+2029 written as ``\\uNNNN``: the same values when read back, none raw on a terminal."""
     return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -17,10 +17,9 @@ import argparse
 import json
 import os
 import re
-import sys
 
 from ingest.errors import Exit
-from ingest.fileio import printable
+from ingest.fileio import printable, stderr_line
 
 __all__ = ["register", "cmd_query", "cmd_export", "cmd_indexes"]
 
@@ -39,7 +38,8 @@ BAD_QUERY = ("an unknown collection or field, a bad --where (the column is named
 
 
 def _say(level: str, message: str) -> None:
-    print(f"{level}: {message}", file=sys.stderr, flush=True)
+    """One line on stderr: the values of a message (a field's, a file's) are data, shown escaped."""
+    stderr_line(f"{level}: {message}")
 
 
 def _curated(name: str | None):
@@ -110,7 +110,8 @@ def _guarded(func):
         except BrokenPipeError:
             raise  # `query ... | head`: the reader has all it wanted; main() ends quietly, as `parse` does
         except OSError as exc:  # the writers' temporary file is removed by then
-            _say("error", f"cannot write {getattr(args, 'out', None) or 'the output'}: {exc.strerror or exc}")
+            out = getattr(args, "out", None)
+            _say("error", f"cannot write {printable(out) if out else 'the output'}: {exc.strerror or exc}")
             return Exit.FATAL
     run.__name__ = func.__name__
     return run
@@ -172,7 +173,7 @@ def cmd_query(args) -> int:
     if args.out and args.json:
         print(dumps({"collection": curated.name, "format": fmt, "out": args.out, "rows": written}))
     elif args.out and written:
-        _say("info", f"{written:,} rows written to {args.out}")
+        _say("info", f"{written:,} rows written to {printable(args.out)}")
     return Exit.OK
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ingest.cli.common import settings_from
 from ingest.errors import Exit
-from ingest.fileio import stderr_line
+from ingest.fileio import printable, stderr_line
 from ingest.report import dumps, iso_utc, table, timing_table, worker_table
 from ingest.store.catalog import TIMINGS
 from ingest.store.connection import database
@@ -57,7 +57,7 @@ def cmd_timings(args) -> int:
     if args.json:
         print(dumps({"run_id": run_id, "workers" if args.workers else "stages": rows}))
     else:
-        print(f"run {run_id} ({why}; `sci-ingest timings --list` lists the others)")
+        print(f"run {printable(run_id)} ({why}; `sci-ingest timings --list` lists the others)")
         print(worker_table(rows) if args.workers else timing_table(rows, with_file=args.files))
     return Exit.OK
 

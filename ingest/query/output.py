@@ -12,6 +12,13 @@ comes, so memory does not grow with the result (``--format parquet`` goes throug
 * ``jsonl``: one JSON object per document, field names as columns; NaN and infinities
   as Extended JSON (``{"$numberDouble": "NaN"}``), ids and dates as strings.
 
+Values are data, and data may hold any character: a table (always) and CSV written to a
+terminal show each value as :func:`ingest.fileio.printable` shows a path (NUL ``\\x00``, ESC
+``\\x1b``, a newline ``\\n``, U+202E ``\\u202e``), so that no value moves the cursor, colours
+the screen, reorders a line or forges one.  CSV to a file or a pipe keeps the values' bytes;
+JSON Lines keeps the values (JSON escapes C0; DEL, C1, the bidirectional controls and
+U+2028 / U+2029 are written ``\\uNNNN`` too: the same strings when read back).
+
 Dates (in every text format) are ISO 8601 in UTC to the millisecond: ``2024-01-31T12:00:00.000Z``.
 
 ``--out FILE`` is written to a temporary file next to it and renamed when complete
@@ -31,6 +38,8 @@ from datetime import datetime
 from typing import Any, Iterable, Iterator
 
 from ingest.dates import format_iso
+from ingest.fileio import printable
+from ingest.report import json_text
 from ingest.schema import path_getter
 from ingest.store.mongo import db_errors
 
@@ -69,7 +78,7 @@ def rows(cursor, fields) -> Iterator[list]:
 
 
 def text_value(value: Any) -> str:
-    """One value as CSV / table text."""
+    """One value as CSV / table text (the value's own characters: :func:`shown_value` for a terminal)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -81,6 +90,15 @@ def text_value(value: Any) -> str:
     if isinstance(value, datetime):
         return format_iso(value)
     return str(value)
+
+
+def shown_value(value: Any) -> str:
+    """One value as a table or a terminal shows it: :func:`text_value` with control and bidirectional
+    characters escaped as in paths (:func:`ingest.fileio.printable`); a list or an object is JSON
+    text already (its own escapes), so only what JSON leaves raw is escaped in it, as JSON does."""
+    if isinstance(value, (list, dict)):
+        return printable(text_value(value), backslash=False)
+    return printable(text_value(value))
 
 
 def _json_value(value: Any) -> Any:
@@ -100,25 +118,32 @@ def _json_value(value: Any) -> Any:
 
 
 def _cut(text: str, width: int) -> str:
-    text = text.replace("\n", " ").replace("\t", " ")
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def write_rows(out, fields, values: Iterable[list], fmt: str) -> int:
-    """Write ``values`` (lists in the order of ``fields``) to ``out`` as ``fmt``; returns the rows written."""
+def write_rows(out, fields, values: Iterable[list], fmt: str, *, terminal: bool = False) -> int:
+    """Write ``values`` (lists in the order of ``fields``) to ``out`` as ``fmt``; returns the rows written.
+
+    ``terminal``: ``out`` is a terminal, so CSV shows its values escaped (:func:`shown_value`), as a
+    table always does; CSV to a file or a pipe keeps them as they are."""
     names = [f.name for f in fields]
     n = 0
     if fmt == "csv":
+        value = shown_value if terminal else text_value
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(names)
+        # csv quotes a value holding a line feed, not one holding a lone carriage return, which a
+        # reader then takes for a line's end: a row with one is written with every value quoted
+        quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+        writer.writerow([printable(name) for name in names] if terminal else names)
         for row in values:
-            writer.writerow([text_value(v) for v in row])
+            cells = [value(v) for v in row]
+            (quoted if any("\r" in c for c in cells) else writer).writerow(cells)
             n += 1
         return n
     if fmt == "jsonl":
         for row in values:
-            out.write(json.dumps({k: _json_value(v) for k, v in zip(names, row)}, ensure_ascii=False,
-                                 allow_nan=False) + "\n")
+            out.write(json_text(json.dumps({k: _json_value(v) for k, v in zip(names, row)}, ensure_ascii=False,
+                                           allow_nan=False)) + "\n")
             n += 1
         return n
     if fmt == "table":
@@ -129,9 +154,10 @@ def write_rows(out, fields, values: Iterable[list], fmt: str) -> int:
 def _table(out, names: list[str], values: Iterable[list]) -> int:
     """Aligned columns; widths from the first rows, so the rest stream without being held."""
     iterator = iter(values)
+    names = [printable(name) for name in names]
     head: list[list[str]] = []
     for row in iterator:
-        head.append([text_value(v) for v in row])
+        head.append([shown_value(v) for v in row])
         if len(head) >= TABLE_SAMPLE:
             break
     widths = [min(TABLE_WIDTH, max([len(name)] + [len(r[i]) for r in head])) for i, name in enumerate(names)]
@@ -146,7 +172,7 @@ def _table(out, names: list[str], values: Iterable[list]) -> int:
         out.write(line(cells) + "\n")
         n += 1
     for row in iterator:
-        out.write(line([text_value(v) for v in row]) + "\n")
+        out.write(line([shown_value(v) for v in row]) + "\n")
         n += 1
     return n
 
@@ -161,6 +187,14 @@ def run_query(coll, spec, fmt: str, out_path: str | None, log) -> int:
     if spec.hint:
         cursor = cursor.hint(list(spec.hint.items()))
     with db_errors(f"querying {coll.name}"), atomic_output(out_path) as out:
-        written = write_rows(out, spec.fields, rows(cursor, spec.fields), fmt)
+        written = write_rows(out, spec.fields, rows(cursor, spec.fields), fmt, terminal=_is_terminal(out))
         out.flush()
     return written
+
+
+def _is_terminal(out) -> bool:
+    """Whether ``out`` is a terminal (stdout in a terminal; never a file ``--out`` names)."""
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):  # closed, or a stream without a descriptor
+        return False
