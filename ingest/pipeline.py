@@ -102,7 +102,7 @@ class RunReport:
             "set_aside": [{"path": f["path"], "total": f["set_aside_total"], "first": f["set_aside"]}
                           for f in load.get("files", []) if f.get("set_aside_total") and f["status"] == "loaded"],
             "files": {k: load.get(k, 0) for k in ("files_loaded", "files_skipped", "files_failed",
-                                                  "files_not_reached")},
+                                                  "files_not_reached", "kept_from_last_good")},
             "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")
                      if k in load},
             "analysis": [_jsonable(a) for a in self.analysis],

@@ -100,7 +100,7 @@ def render_run(report) -> str:
         files = data["files"]
         add(
             f"files: {files['files_loaded']} loaded, {_skipped_files(report.load, files['files_skipped'])}, "
-            f"{files['files_failed']} failed" + (" (each named on stderr)" if files["files_failed"] else "")
+            f"{files['files_failed']} failed" + (" (each named on stderr" + _kept(files) + ")" if files["files_failed"] else "")
             + (f", {files['files_not_reached']} not reached (the run stopped)" if files.get("files_not_reached")
                else "")
         )
@@ -160,6 +160,12 @@ def render_run(report) -> str:
         add(f"resume with: {data['resume']}")
     add(f"status: {data['status']} (exit {data['exit_code']})")
     return "\n".join(out)
+
+
+def _kept(files: dict) -> str:
+    """What the failed files left standing: their last good versions (docs/loading.md, "A file that fails")."""
+    kept = files.get("kept_from_last_good") or 0
+    return f"; {kept:,} record(s) kept from the last good version of failed files" if kept else ""
 
 
 def _skipped_files(summary, skipped: int) -> str:

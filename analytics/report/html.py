@@ -45,7 +45,7 @@ from analytics.report import runs as past
 from ingest.config import SYNTHETIC_SAMPLES
 from ingest.report import cell
 from ingest.schema import conform
-from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, TIMINGS, VALIDATION
+from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, TIMINGS, VALIDATION
 from ingest.store.connection import database
 from ingest.store.mongo import db_errors, redact
 from ingest.store.outputs import outputs_of
@@ -125,7 +125,7 @@ def _synthetic(db, collections: list[dict]) -> list[dict]:
     found in the ledger by sha256): its documents from them and its documents now."""
     from_samples: dict[str, int] = {}
     files: set[str] = set()
-    for entry in db[LEDGER].find({"sha256": {"$in": list(SYNTHETIC_SAMPLES)}, "status": "loaded"},
+    for entry in db[LEDGER].find({**HOLDING, "sha256": {"$in": list(SYNTHETIC_SAMPLES)}},
                                  {"sha256": 1, "records": 1}):
         files.add(SYNTHETIC_SAMPLES[entry["sha256"]])
         for coll, n in (entry.get("records") or {}).items():

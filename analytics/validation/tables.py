@@ -38,7 +38,7 @@ import statistics
 
 from ingest.config import env_number
 from analytics.validation.results import STATUS_FAILED, STATUS_PASSED, STATUS_WARNINGS, SuiteResult, failing
-from ingest.store.catalog import ANALYSIS_STATE, HITS, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
+from ingest.store.catalog import ANALYSIS_STATE, HITS, HOLDING, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
 
 __all__ = ["TABLES_SUITE", "TABLES_COLLECTION", "SOURCES", "check_tables", "fresh_within", "VOLUME_SHARE", "VOLUME_HISTORY",
            "VOLUME_MIN_HISTORY", "FRESH_ENV"]
@@ -63,7 +63,7 @@ def _result(expectation: str, kwargs: dict, severity: str, success: bool, notes:
 
 
 def _loaded(db) -> list[dict]:
-    return list(db[LEDGER].find({"status": "loaded"}, {"records": 1, "duplicate_of": 1, "sha256": 1}))
+    return list(db[LEDGER].find(HOLDING, {"records": 1, "duplicate_of": 1, "sha256": 1}))
 
 
 def presence(db, entries: list[dict]) -> list[dict]:

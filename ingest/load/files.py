@@ -116,6 +116,7 @@ def start(ctx: FileContext, key: str) -> FileOutcome | InFlight:
         raise
     if isinstance(step, FileOutcome):
         step.retries = ctx.retry.retries - retries_before
+        step.keep_from(entry)  # failed: its last good version stays (docs/loading.md, "A file that fails")
     return step
 
 
@@ -261,7 +262,9 @@ def _roll_back(ctx: FileContext, flight: InFlight, exc: BaseException) -> FileOu
     _drop_contents(ctx, o.path, [o.sha256], held=o.sha256)
     ctx.claims.release(CLAIMS, o.sha256)
     o.retries = ctx.retry.retries - flight.retries_before
-    return _fail(ctx, o, reason, drop=flight.stale)
+    _fail(ctx, o, reason, drop=flight.stale)
+    o.keep_from(flight.entry)
+    return o
 
 
 # ------------------------------------------------------------------ other endings

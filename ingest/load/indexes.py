@@ -34,7 +34,7 @@ lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a 
 
 from __future__ import annotations
 
-from ingest.store.catalog import DATA_COLLECTIONS, LEDGER, META, QUERY_INDEXES
+from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, META, QUERY_INDEXES
 from ingest.store.mongo import Retry
 from ingest.store.servers import drop_indexes
 from ingest.query.plan import ensure_exact_indexes, exact_indexes
@@ -76,7 +76,7 @@ def documents_held(db, retry: Retry) -> int:
     tally = retry("reading ingest_meta", db[META].find_one, HELD)
     if tally is None:
         entries = retry("reading the ledger", lambda: list(db[LEDGER].find(
-            {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}}, {"records": 1, "_id": 0})))
+            HOLDING, {"records": 1, "_id": 0})))
         recorded = sum(n for e in entries if isinstance(e.get("records"), dict)
                        for c, n in e["records"].items() if c in DATA_COLLECTIONS and _positive(n))
         retry("writing ingest_meta", db[META].update_one, HELD, {"$setOnInsert": {"documents": recorded}}, upsert=True)

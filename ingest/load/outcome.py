@@ -3,7 +3,8 @@
 Statuses of a file: ``loaded`` (written by this load), ``skipped`` (unchanged
 since it was loaded, its content already loaded from another path, or loaded
 meanwhile by another loader: ``reason`` says which), ``failed`` (bad input, or
-the file could not be read: nothing of it stays written).  ``documents`` counts
+the file could not be read: nothing of this version stays written; the records of
+its last good version, if it was loaded before, stay: ``kept`` counts them).  ``documents`` counts
 what the file holds; ``inserted`` / ``updated`` / ``existing`` what the write
 found.  Outcomes travel between Dask workers and the driver as plain dicts.
 
@@ -46,6 +47,9 @@ class FileOutcome:
     #: many in all (:mod:`ingest.load.contracts`): a file loaded with some is loaded in part.
     set_aside: list[str] = field(default_factory=list)
     set_aside_total: int = 0
+    #: A failed file loaded before: the records its last good version holds, which stay while it fails
+    #: (docs/loading.md, "A file that fails"); 0 otherwise.
+    kept: int = 0
     #: Wall clock (epoch seconds): when its reading began, its documents were all built, it was decided;
     #: None until set (never 0: a clock never set is not 1970), :meth:`decided` sets what is still None.
     started: float | None = None
@@ -73,6 +77,19 @@ class FileOutcome:
         self.set_aside_total += 1
         if len(self.set_aside) < keep:
             self.set_aside.append(message)
+
+    def keep_from(self, entry: dict | None) -> None:
+        """A failed file: count the records of its ledger ``entry``'s last good version, which stay
+        (an entry holding a version: ``sha256`` set, not a duplicate of another path's content)."""
+        if self.status != "failed" or not entry or not isinstance(entry.get("sha256"), str) \
+                or entry.get("duplicate_of") or entry.get("status") not in ("loaded", "failed", "loading"):
+            return
+        self.kept = sum(n for n in (entry.get("records") or {}).values() if isinstance(n, int) and n > 0)
+
+    @property
+    def kept_note(self) -> str:
+        """What a failed file's ``failed:`` line adds: its last good version's records, kept."""
+        return f"; {self.kept:,} record(s) kept from its last good version" if self.kept else ""
 
     @property
     def documents(self) -> int:
@@ -150,6 +167,11 @@ class LoadSummary:
         return sum(f.set_aside_total for f in self.files if f.status == "loaded")
 
     @property
+    def kept(self) -> int:
+        """Records kept from the last good version of the files that failed (each counts its own)."""
+        return sum(f.kept for f in self.failed)
+
+    @property
     def total_retries(self) -> int:
         return self.retries + sum(f.retries for f in self.files)
 
@@ -160,6 +182,7 @@ class LoadSummary:
             "files_skipped": self.count("skipped"),
             "files_failed": self.count("failed"),
             "files_not_reached": max(0, self.planned - len(self.files)),
+            "kept_from_last_good": self.kept,
             "inserted": self.inserted,
             "updated": self.updated,
             "skipped": self.skipped_documents,
@@ -170,6 +193,7 @@ class LoadSummary:
             "dry_run": self.dry_run,
             "interrupted": self.interrupted,
             "rolled_back": self.rolled_back,
-            "failed": [{"path": d["path"], "reason": d["reason"], "errors": d["errors"][:5]} for d in failed],
+            "failed": [{"path": d["path"], "reason": d["reason"], "errors": d["errors"][:5], "kept": d["kept"]}
+                       for d in failed],
             "files": [f.as_dict() for f in self.files],
         }

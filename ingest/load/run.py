@@ -278,11 +278,16 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     client = dask() if dask is not None and todo else None
     summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
                           write_concern=in_force, dry_run=options.dry_run, planned=len(files) + len(missing))
+    refused = [o for o in missing + decided if o.status == "failed"]
+    if refused and not options.dry_run:  # loaded before? their last good versions stay: counted
+        held = ledger.lookup([o.path for o in refused], {"status": 1, "sha256": 1, "records": 1, "duplicate_of": 1})
+        for outcome in refused:
+            outcome.keep_from(held.get(outcome.path))
     for outcome in missing:  # refused (failed) or hidden (skipped): each named
-        log(f"{outcome.status}: {outcome.line}")
+        log(f"{outcome.status}: {outcome.line}{outcome.kept_note}")
     for outcome in decided:
         if outcome.status == "failed":
-            log(f"failed: {outcome.line}")
+            log(f"failed: {outcome.line}{outcome.kept_note}")
     if not options.dry_run:
         ensure_versions(db, retry)  # once per database: one read afterwards
         rekeyed = ensure_key_scheme(db, retry)  # once per database: one read afterwards
@@ -342,7 +347,7 @@ def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], da
                 outcome = FileOutcome.from_dict(data)
                 summary.files.append(outcome)
                 if outcome.status == "failed":
-                    log(f"failed: {outcome.line}")
+                    log(f"failed: {outcome.line}{outcome.kept_note}")
                 _log_warnings(outcome, log)
             if bar is not None:
                 bar.update(len(result))

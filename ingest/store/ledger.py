@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ingest.store.catalog import LEDGER
+from ingest.store.catalog import HOLDING, LEDGER
 from ingest.fileio import open_regular
 from ingest.store.mongo import Retry, durable
 
@@ -174,7 +174,7 @@ class Ledger:
     def count_loaded(self, source: str) -> int:
         """How many loaded files wrote into ``source`` (a scan of the ledger: asked only when many changed)."""
         return self.retry("reading the ledger", self.coll.count_documents, {
-            "status": {"$in": ["loaded", "failed"]}, "sha256": {"$exists": True}, f"records.{source}": {"$gt": 0}})
+            **HOLDING, f"records.{source}": {"$gt": 0}})
 
     def contents_writing(self, collection: str, limit: int) -> list[str]:
         """Up to ``limit`` contents (sha256) of loaded files that wrote into ``collection``, those

@@ -8,7 +8,7 @@ curated declarations (:mod:`ingest.store.curated`), which take the names from he
 from __future__ import annotations
 
 __all__ = ["SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS",
-           "BATCHES", "META", "ANALYSIS_STATE", "DATA_COLLECTIONS"]
+           "BATCHES", "META", "ANALYSIS_STATE", "DATA_COLLECTIONS", "HOLDING"]
 
 SEARCHES = "searches"
 HITS = "hits"
@@ -25,3 +25,8 @@ ANALYSIS_STATE = "analysis_state"
 
 #: The collections that hold loaded input (the rest is bookkeeping and outputs).
 DATA_COLLECTIONS = (SEARCHES, HITS, MATERIALS, TASKS)
+
+#: The ledger entries whose version's documents are in the database (``sha256`` names it): ``loaded``
+#: ones, and ``failed`` ones loaded before, which keep their last good version while they fail
+#: (docs/loading.md, "A file that fails"). Every reader asking what the loaded files hold asks this.
+HOLDING = {"status": {"$in": ["loaded", "failed"]}, "sha256": {"$type": "string"}}
