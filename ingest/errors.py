@@ -9,6 +9,7 @@ Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
     ├── ServerError            the embedded server could not start / stop / answer
     ├── DatabaseError          a MongoDB operation failed (wraps pymongo errors)
     │   ├── ServerUnavailable  the server could not be reached (after the retries allowed)
+    │   │   └── DiskFull       no space left on the device of the server's data or of a write of ours
     │   └── UnsupportedFeature the server lacks a feature (hashed index, sharding)
     ├── InputError             an input file could not be read or understood
     │   ├── UnknownFormat      no registered format recognises the file
@@ -96,6 +97,17 @@ class DatabaseError(SciIngestError):
 
 class ServerUnavailable(DatabaseError):
     """The server could not be reached (within the retry budget, where there is one)."""
+
+
+class DiskFull(ServerUnavailable):
+    """No space left on a device: the server's data directory's, or that of a file sci-ingest writes
+    (:mod:`ingest.server.space` tells it).  Nothing more can be written, so it stops the work as a
+    server out of reach does; the message is :func:`no_space`'s, one line."""
+
+
+def no_space(path) -> str:
+    """The one line that names a full disk: where (``path``, escaped), and what to do."""
+    return f"no space left on device in {printable(str(path))}; free space and run again"
 
 
 class UnsupportedFeature(DatabaseError):

@@ -32,8 +32,9 @@ from typing import Callable, Sequence
 from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, SYNTHETIC_SAMPLES, Settings
 from ingest.store.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import (ConfigError, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable, UsageError,
-                           ValidationFailed)
+from ingest.errors import (ConfigError, DiskFull, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable,
+                           UsageError, ValidationFailed)
+from ingest.server.space import own_disk_full
 from ingest.store.mongo import Retry, ping, process_alive, redact
 from ingest.store.servers import ServerInfo
 from ingest.timing import command_start, StageRecord, Timings, from_epoch, own_seconds, utcnow
@@ -338,7 +339,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
         except UsageError as exc:  # a name or value found wrong once the run began
             report.error, report.exit_code = str(exc), Exit.USAGE
         except SciIngestError as exc:
-            report.error = f"{type(exc).__name__}: {exc}"
+            full = own_disk_full(exc, settings.out_dir, settings.state_dir)  # the server's disk, or ours (Parquet)
+            report.error = str(full) if full else f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
         except BaseException as exc:  # Ctrl-C outside a load, or a defect: the run's end recorded, then on
             code = Exit.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Exit.FATAL
@@ -346,7 +348,9 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             raise
         gone = False
         if stopped is not None:
-            gone = conn.server_pid is not None and not process_alive(conn.server_pid)
+            # a full disk cannot take a rollback either: the next run finishes it, once there is room
+            gone = isinstance(stopped.cause, DiskFull) or (conn.server_pid is not None
+                                                           and not process_alive(conn.server_pid))
             if not gone and isinstance(stopped.cause, ServerUnavailable):
                 gone = ping(conn.uri) is None  # its retry window is spent: no second one for the rollback
             if not gone:  # a server that exited or does not answer cannot be asked: the next run finishes it
@@ -354,6 +358,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
                 report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
+            elif isinstance(stopped.cause, DiskFull):  # one line: where, and what to do
+                report.error, report.exit_code = str(stopped.cause), EXIT_FATAL
             else:
                 report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
             if not gone:

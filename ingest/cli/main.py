@@ -276,6 +276,26 @@ def _end_operations() -> None:
         pass
 
 
+def _disk_full(exc: BaseException):
+    """The full disk behind ``exc`` (:func:`ingest.server.space.own_disk_full`: the folder of the file, else
+    the home's), or None."""
+    from ingest.config import Settings  # noqa: PLC0415 - lazy: only a failed command pays it (the settings, psutil: 10 ms)
+    from ingest.server.space import own_disk_full  # noqa: PLC0415 - lazy: as above
+
+    settings = Settings()
+    return own_disk_full(exc, settings.out_dir, settings.state_dir)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line read; what it cannot read is said by the command's own parser (its usage,
+    not the top level's: ``load --nosuch``), exit 64."""
+    parser = build_parser(with_plugins=_needs_plugins(argv))
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -293,7 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         stderr_line(f"error: {exc}")
         return Exit.USAGE
     except SciIngestError as exc:
-        stderr_line(f"error: {exc}")
+        stderr_line(f"error: {_disk_full(exc) or exc}")
+        return Exit.FATAL
+    except OSError as exc:  # a write of ours found no room: said in one line; any other is a defect, shown
+        full = _disk_full(exc)
+        if full is None:
+            raise
+        stderr_line(f"error: {full}")
         return Exit.FATAL
     except KeyboardInterrupt:
         _end_operations()

@@ -54,12 +54,16 @@ def _stop(args, settings) -> int:
 
 
 def _status(args, settings) -> int:
-    """0 running (and what kind), 1 unresponsive or another command's private server, 3 none."""
+    """0 running (and what kind), 1 unresponsive, broken or another command's private server, 3 none."""
     status, state = server_state(settings.state_dir)
     if status == "unresponsive":
         text = (f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
                 f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
         return _say(args, text, Exit.FATAL, status="unresponsive", pid=state["pid"], uri=state["uri"])
+    if status == "broken":  # its next command restarts it (ingest.server.embedded.running_server)
+        text = (f"broken: pid {state['pid']} answers at {state['uri']} but {state['fault']!r} to every read of "
+                "its storage (WiredTiger stopped, as when its disk was full); the next command restarts it")
+        return _say(args, text, Exit.FATAL, status="broken", pid=state["pid"], uri=state["uri"], fault=state["fault"])
     if status != "running":
         busy = holder(settings.db_dir)
         if busy is not None:  # e.g. the private server of a command running now

@@ -34,8 +34,10 @@ from pathlib import Path
 
 import psutil
 
-from ingest.errors import ConfigError, ServerError
-from ingest.server.access import enable_auth, load_credentials
+from ingest.errors import ConfigError, DiskFull, ServerError, no_space
+from ingest.fileio import stderr_line
+from ingest.server.access import enable_auth, load_credentials, with_credentials
+from ingest.server.space import own_disk_full, refuse_if_full, short_of_space
 from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
 
 EXECUTABLE = "secantusd-py"
@@ -89,8 +91,10 @@ def find_executable() -> str:
 
 #: Ports a server start tries when the port it picked is taken before the server binds it.
 PORT_ATTEMPTS = 3
-#: What the server's log says when its port is taken (Python's ``OSError: [Errno 98]``).
+#: What the server's log says when its port is taken (Python's ``OSError: [Errno 98]``) ...
 _ADDRESS_IN_USE = "Address already in use"
+#: ... and when WiredTiger finds no room for its files (when the log itself could be written).
+_NO_SPACE = "No space left on device"
 
 
 class _PortTaken(Exception):
@@ -160,8 +164,10 @@ class EmbeddedServer:
             private_file(self.config_path, _CONFIG_TEXT)
             private_file(self.log_path, None)
         except OSError as exc:
-            raise ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
+            full = own_disk_full(exc, self.data_dir)
+            raise full or ServerError(f"cannot use {self.data_dir} as the data directory: {exc}") from exc
         refuse_if_held(self.data_dir)
+        refuse_if_full(self.data_dir)  # WiredTiger would panic at its first journal file
         chosen = self.port is None  # a port picked here, free when picked: another process can take it first
         for attempt in range(1, PORT_ATTEMPTS + 1):
             if chosen:
@@ -204,8 +210,11 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
-                if _ADDRESS_IN_USE in self._log_since(written):
+                said = self._log_since(written)
+                if _ADDRESS_IN_USE in said:
                     raise _PortTaken()
+                if _NO_SPACE in said or short_of_space(self.data_dir):  # WiredTiger's journal found no room
+                    raise DiskFull(no_space(self.data_dir))
                 raise ServerError(
                     f"{EXECUTABLE} exited with code {code} before answering; "
                     f"last lines of {self.log_path}:\n{self.log_tail()}"
@@ -412,8 +421,10 @@ def server_record(server: EmbeddedServer, **extra) -> dict:
 
 
 def server_state(state_dir: Path) -> tuple[str, dict | None]:
-    """("running" | "unresponsive" | "dead" | "absent", the record): what the recorded server is doing.
+    """("running" | "broken" | "unresponsive" | "dead" | "absent", the record): what the recorded server is doing.
 
+    ``broken``: it answers ``hello`` but an internal error to a read of its storage, twice (WiredTiger
+    panicked, as it does when its journal finds the disk full; the record's ``fault`` says the answer);
     ``unresponsive``: its process runs (e.g. stopped by SIGSTOP, or overloaded) but it did
     not answer within a few seconds; ``dead``: the record names a process that is gone.
     """
@@ -422,24 +433,65 @@ def server_state(state_dir: Path) -> tuple[str, dict | None]:
         return "absent", None
     if _same_process(state) is None:
         return "dead", state
-    from ingest.store.mongo import ping  # noqa: PLC0415 - lazy: server status reads this module; pymongo costs 0.12 s
+    from ingest.store.mongo import health  # noqa: PLC0415 - lazy: server status reads this module; pymongo costs 0.12 s
 
-    if ping(state.get("uri", ""), timeout_ms=3000) is None:
+    hello, fault = health(with_credentials(state.get("uri", ""), load_credentials(state_dir)), timeout_ms=3000)
+    if hello is None:
         # a server that died while it was asked (e.g. killed with its keeper) is dead, not unresponsive
         return ("unresponsive" if _same_process(state) is not None else "dead"), state
+    if fault is not None:  # it answers hello, but no read of its storage: WiredTiger panicked (a full disk)
+        return "broken", {**state, "fault": fault}
     return "running", state
 
 
-def running_server(state_dir: Path) -> dict | None:
+def running_server(state_dir: Path, *, locked: bool = False, log=None) -> dict | None:
     """The long-lived server recorded under ``state_dir`` if it still answers.
 
     Raises ServerError when its process runs but does not answer: starting a
-    second server on the same data would only fail on WiredTiger's lock.
+    second server on the same data would only fail on WiredTiger's lock.  A broken
+    one (:func:`server_state`) is restarted (:func:`_restart`; ``locked``: the caller holds
+    the home's start lock; ``log``: where the line saying so goes, else stderr).
     """
     status, state = server_state(state_dir)
     if status == "unresponsive":
         raise ServerError(_unresponsive(state))
+    if status == "broken":
+        return _restart(state_dir, state, locked, log or stderr_line)
     return state if status == "running" else None
+
+
+def _restart(state_dir: Path, state: dict, locked: bool, log) -> dict | None:
+    """Stop the broken server of the home (its storage fails: WiredTiger panicked) and start it again,
+    so that no person has to (`server stop`); WiredTiger's journal brings back what it acknowledged.
+    DiskFull while its disk has no room (a new server would panic again).  A per-home server is started
+    again by the caller (None: none runs), a long-lived one (`server start`) here, as such."""
+    data_dir = Path(state["data_dir"])
+    refuse_if_full(data_dir)
+    log_path = Path(state.get("log") or data_dir.parent / "server.log")
+    said = _log_tail(log_path)
+    why = ("WiredTiger panicked: its disk was full" if _NO_SPACE in said else
+           f"WiredTiger panicked, {log_path} says" if "WT_PANIC" in said else f"see {log_path}")
+    log(f"warning: the embedded server (pid {state['pid']}) answers {state['fault']!r} to every read of its "
+        f"storage ({why}); restarting it ...")
+    if locked:
+        _stop_recorded(state_dir)
+        return None
+    with starting(state_dir):
+        status, now = server_state(state_dir)
+        if status == "running":
+            return now  # another command restarted it meanwhile
+        _stop_recorded(state_dir)
+    return None if state.get("idle_s") else start_background(state_dir)
+
+
+def _log_tail(path: Path, size: int = 1 << 18) -> str:
+    """The last ``size`` bytes of the server's log ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - size))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _unresponsive(state: dict) -> str:
@@ -457,7 +509,7 @@ def start_background(state_dir: Path, port: int | None = None, auth: bool = Fals
     from then on: its idle timeout is dropped ("was_idle_s" says it had one).
     """
     with using(state_dir), starting(state_dir):
-        state = running_server(state_dir)
+        state = running_server(state_dir, locked=True)
         if state:
             if auth and not state.get("auth"):
                 raise ServerError("the shared server runs without authentication: `sci-ingest server stop`, "
@@ -520,17 +572,22 @@ def stop_background(state_dir: Path, timeout: float = 20.0) -> str:
     # no command starts a new server meanwhile; and a keeper still starting (its command may have been
     # killed) holds the lock until its server is recorded, so that server is stopped too, not left running
     with starting(state_dir):
-        state = recorded(state_dir)
-        if state is None:
-            return "absent"
-        keeper, server = _same_keeper(state), _same_process(state)
-        if keeper is None and server is None:
-            state_file(state_dir).unlink(missing_ok=True)
-            return "dead"
-        live = [proc for proc in (keeper, server) if proc is not None]
-        for proc in live:
-            _resume(proc)
-        for proc in live:  # the keeper first: it stops its server itself
-            _end(proc, timeout)
+        return _stop_recorded(state_dir, timeout)
+
+
+def _stop_recorded(state_dir: Path, timeout: float = 20.0) -> str:
+    """:func:`stop_background`'s work, the home's start lock held by the caller."""
+    state = recorded(state_dir)
+    if state is None:
+        return "absent"
+    keeper, server = _same_keeper(state), _same_process(state)
+    if keeper is None and server is None:
         state_file(state_dir).unlink(missing_ok=True)
+        return "dead"
+    live = [proc for proc in (keeper, server) if proc is not None]
+    for proc in live:
+        _resume(proc)
+    for proc in live:  # the keeper first: it stops its server itself
+        _end(proc, timeout)
+    state_file(state_dir).unlink(missing_ok=True)
     return "stopped"

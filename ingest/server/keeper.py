@@ -48,6 +48,7 @@ from ingest.config import PROJECT_ROOT, env_number
 from ingest.errors import SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_cache_size, server_record
+from ingest.server.space import refuse_if_full
 from ingest.server.state import (USE_LOCK, lock_fd, private_file, recorded, starting, state_file, try_lock, using,
                                  write_record)
 from ingest.store.mongo import client as mongo_client, db_errors
@@ -89,7 +90,7 @@ def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
     server_cache_size()  # a bad SCI_INGEST_SERVER_CACHE is this command's one-line error, not its keeper's
     # waits for another command's start, or for the keeper of a command killed meanwhile (it holds the lock)
     with starting(state_dir, timeout=LOCK_TIMEOUT_S) as lock:
-        state = running_server(state_dir)  # another command may have started it while we waited
+        state = running_server(state_dir, locked=True, log=log)  # another command may have started it meanwhile
         if state is not None:
             return state
         state_file(state_dir).unlink(missing_ok=True)  # a dead server's record
@@ -99,7 +100,7 @@ def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
         log(f"starting the embedded SecantusDB server (data in {state_dir / 'db'}); it stays up until "
             f"{idle_s:g} s pass without a command ({IDLE_ENV}); `sci-ingest server stop` stops it ...")
         _launch(state_dir, idle_s, lock)
-        state = running_server(state_dir)
+        state = running_server(state_dir, locked=True, log=log)
     if state is None:
         raise ServerError(f"the embedded server started and then stopped answering; see {state_dir / 'server.log'}")
     return state
@@ -131,6 +132,7 @@ def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
         proc.stdout.close()
     if line == READY:
         return
+    refuse_if_full(state_dir / "db")  # the keeper, or its server, found no room (its record, WiredTiger's journal)
     if line and line.startswith("error: "):
         raise ServerError(line[len("error: "):])
     proc.kill()  # its server dies with it

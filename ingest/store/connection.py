@@ -71,7 +71,7 @@ def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) 
     creds = load_credentials(settings.state_dir)  # the home has authentication on
     idle_s = keeper.idle_timeout()
     stack.enter_context(keeper.using(settings.state_dir))  # a per-home server does not stop under this command
-    state = running_server(settings.state_dir)
+    state = running_server(settings.state_dir, log=log)  # a broken one (its disk was full) is restarted
     if state is None and idle_s > 0:
         state = keeper.start(settings.state_dir, idle_s, log)
     if state is not None:

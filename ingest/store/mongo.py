@@ -50,19 +50,22 @@ from bson.binary import Binary
 from bson.errors import InvalidDocument
 from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailure, DocumentTooLarge,
                              DuplicateKeyError, OperationFailure, PyMongoError)
+from pymongo.uri_parser import parse_uri
 from pymongo.write_concern import WriteConcern
 
 from ingest.store.catalog import SHARD_KEYS
 from ingest.config import command_name
-from ingest.errors import (ConfigError, DatabaseError, ServerUnavailable, TimeLimitExceeded,
+from ingest.errors import (ConfigError, DatabaseError, DiskFull, ServerUnavailable, TimeLimitExceeded,
                            UnsupportedFeature)
 from ingest.server.secrets import redact_uri, remember
+from ingest.server.space import server_disk_full, storage_of
 
 __all__ = [
     "client", "connect", "shared_client", "ping", "db_errors", "redact", "DUPLICATE_KEY", "Retry", "is_transient",
     "insert_new", "replace_documents", "key_filter", "write_concern_of", "claim", "durable", "close_client",
     "close_shared", "process_alive", "conditional_writes", "compressed_bson", "default_timeout_ms",
-    "heartbeat_timeout_ms", "command_app_name", "forget", "aside_client", "servers_used",
+    "heartbeat_timeout_ms", "command_app_name", "forget", "aside_client", "servers_used", "local_storage",
+    "health",
 ]
 
 APP_NAME = "sci-ingest"
@@ -80,6 +83,7 @@ DUPLICATE_KEY = 11000
 _UNSUPPORTED_CODES = {59, 20, 115, 238}
 _MAX_TIME_EXPIRED = 50  # MaxTimeMSExpired: an operation stopped at the maxTimeMS its caller gave
 _UNAUTHORIZED = 13
+_INTERNAL_ERROR, _OUT_OF_DISK_SPACE = 1, 14031  # InternalError (SecantusDB's answer once its disk is full)
 # CannotCreateIndex: an "unsupported" refusal only where a feature is being asked for
 # (SecantusDB: "hashed indexes are not supported by SecantusDB").
 _CANNOT_CREATE_INDEX = 67
@@ -238,14 +242,36 @@ def servers_used() -> list[str]:
 
 def ping(uri: str, timeout_ms: int = 500) -> dict | None:
     """The server's ``hello`` reply, or None if nothing answers at ``uri`` within ``timeout_ms``."""
+    return health(uri, timeout_ms, storage=False)[0]
+
+
+def health(uri: str, timeout_ms: int = 500, *, storage: bool = True) -> tuple[dict | None, str | None]:
+    """The server's ``hello`` reply (None if nothing answers within ``timeout_ms``; empty when it refuses
+    the URI's credentials) and, with ``storage``,
+    its answer to a read of its storage (its collections' names) when that is an internal error twice
+    in a row (SecantusDB after a WiredTiger panic: its disk was full), else None (it answers, or
+    refuses for the user's rights)."""
     try:
         probe = aside_client(uri, timeout_ms=timeout_ms, max_pool_size=1, connectTimeoutMS=timeout_ms)
     except ConfigError:
-        return None
+        return None, None
+    fault = None
     try:
-        return probe.admin.command("hello")
+        try:
+            hello = probe.admin.command("hello")
+        except OperationFailure:  # it answers, refusing the URI's credentials: the command that uses them says so
+            return {}, None
+        for _ in range(2 if storage else 0):
+            try:
+                probe.admin.command("listCollections", nameOnly=True)
+                return hello, None
+            except OperationFailure as exc:
+                if exc.code != _INTERNAL_ERROR:
+                    return hello, None
+                fault = _reason(exc)
+        return hello, fault
     except PyMongoError:
-        return None
+        return None, None
     finally:
         probe.close()
 
@@ -292,9 +318,38 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
             raise UnsupportedFeature(f"{what}: the server does not support{about}: {_reason(exc)}") from exc
         if exc.code == _MAX_TIME_EXPIRED:  # maxTimeMS, which the caller set
             raise TimeLimitExceeded(f"{what}: {_reason(exc)}") from exc
+        full = _disk_full(exc, uri)
+        if full is not None:  # SecantusDB's "internal server error" once its disk is full
+            raise full from exc
         raise DatabaseError(f"{what}: {_reason(exc)}") from exc
     except PyMongoError as exc:
         raise DatabaseError(f"{what}: {_reason(exc)}") from exc
+
+
+def _disk_full(exc: OperationFailure, uri: str | None) -> DiskFull | None:
+    """The full disk behind a server's error (:func:`ingest.server.space.server_disk_full`), or None;
+    ``uri`` the server's, else each server this process used."""
+    errors = (exc.details or {}).get("writeErrors") if isinstance(exc, BulkWriteError) else None
+    code, message = (errors[0].get("code"), str(errors[0].get("errmsg") or "")) if errors else (exc.code, _reason(exc))
+    if code not in (_INTERNAL_ERROR, _OUT_OF_DISK_SPACE) and "No space" not in message and "quota" not in message:
+        return None
+    for server in [uri] if uri else servers_used():
+        found = server_disk_full(code, message, local_storage(server), redact(server).partition("://")[2])
+        if found is not None:
+            return found
+    return None
+
+
+def local_storage(uri: str):
+    """The data directory of the server at ``uri`` when it runs on this machine and says where on its
+    command line (:func:`ingest.server.space.storage_of`), else None."""
+    if not str(uri).startswith("mongodb://") or not _on_this_machine(uri):
+        return None
+    try:
+        nodes = parse_uri(str(uri))["nodelist"]
+    except (ConfigurationError, ValueError):
+        return None
+    return storage_of(nodes[0][1]) if len(nodes) == 1 else None
 
 
 # ------------------------------------------------------------------ retries
@@ -377,7 +432,7 @@ class Retry:
             with db_errors(what, uri=self.uri):
                 raise exc
         except ServerUnavailable as mapped:
-            if self.server_gone():
+            if self.server_gone() and not isinstance(mapped, DiskFull):
                 raise ServerUnavailable(f"{what}: the embedded SecantusDB server (pid {self.server_pid}) "
                                         "has exited; its log is server.log in the sci-ingest home") from exc
             raise mapped from exc
