@@ -77,9 +77,9 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
                               "parquet": str(result.parquet_path), "excluded": result.excluded,
                               "read": result.read, "scope": result.scope, "publish_s": result.publish_s,
                               "check_s": result.check_s}
-                if incremental:
-                    log(f"{analysis.name}: {result.scope['reason']}")
                 results.append(result)
+            if incremental:  # once its row is recorded: a stop after this line finds the analysis done
+                log(f"note: {analysis.name}: {result.scope['reason']}")
     return results
 
 
@@ -99,9 +99,9 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
     if incremental:
         todo = suites_to_check(conn.uri, settings.db_name)
         merged = [name for name, n in todo.items() if n is not None]
-        log(f"validate: {len(todo)} suite(s) to check ({', '.join(todo)}; new files' documents alone: "
+        log(f"note: validate: {len(todo)} suite(s) to check ({', '.join(todo)}; new files' documents alone: "
             f"{', '.join(merged) or 'none'}), the others' verdicts stand (nothing they read changed)" if todo
-            else "validate: nothing any suite reads changed since its verdict: they stand")
+            else "note: validate: nothing any suite reads changed since its verdict: they stand")
     specs = [spec for spec in load_suites() if todo is None or spec.name in todo]
     whole = {spec.collection for spec in specs if todo is None or todo[spec.name] is None}
     new = sum(n for n in (todo or {}).values() if n is not None)

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from ingest.config import default_workers
 from ingest.errors import AnalysisError, ConfigError
-from ingest.fileio import stderr_line
+from ingest.fileio import library_messages_again, stderr_line
 from ingest.tls import TLS_ENV, client_security, plain_tcp_risk
 from ingest import plugins
 
@@ -58,6 +58,8 @@ def dask_client(scheduler_address: str | None = None, n_workers: int | None = No
             here.close()
         return
     from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - lazy: analytics.runner reads ingest.cluster and must stay light; distributed costs 0.3 s
+
+    library_messages_again()  # Dask's loggers, set up by its import: one line each in a command
 
     if scheduler_address:
         client = _connect(Client, scheduler_address, tls_dir)

@@ -24,6 +24,7 @@ with one of them, the pipeline's run report carries one, and every ``--help`` pr
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 from ingest.fileio import printable
@@ -66,6 +67,24 @@ RUN_STATUS = {
     Exit.USAGE: "refused",
     Exit.INTERRUPTED: "interrupted",
 }
+
+
+class Interrupted(KeyboardInterrupt):
+    """A command stopped by a signal other than Ctrl-C's SIGINT (SIGTERM: ``timeout``, Airflow,
+    systemd): handled as Ctrl-C is (what was finished kept, what was in flight rolled back, exit
+    130), and named as itself."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def stopped_by(exc: BaseException | None) -> str:
+    """What stopped a command, as its messages name it: ``SIGTERM`` (:class:`Interrupted`), else ``Ctrl-C``."""
+    return str(exc) if isinstance(exc, Interrupted) else "Ctrl-C"
 
 
 class SciIngestError(Exception):

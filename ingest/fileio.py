@@ -150,3 +150,71 @@ def stderr_line(message: str) -> None:
     its expectations), which cannot start a line of its own (``failed:``, ``error:``, ...)."""
     text = "\n  ".join(printable(part, backslash=False) for part in str(message).split("\n  "))
     print(text, file=sys.stderr, flush=True)
+
+
+
+#: Whether this process is a command that says what libraries say in its own lines (:func:`one_line_messages`).
+_ONE_LINE: list = []
+
+
+def one_line_messages() -> None:
+    """What libraries say on stderr, said as sci-ingest says it: each warning (``warnings.warn``:
+    Dask's seven-line "Sending large graph ...") and each log record of level WARNING or above
+    (Python printed them bare; Dask's and tornado's own handlers with a traceback) becomes one
+    escaped line, ``warning:`` or ``error:`` first, naming its source.  For a command's process
+    only (an Airflow task keeps Airflow's logging); called again once Dask is imported (its
+    loggers are set up then), it takes those over too (their levels stay theirs: a quiet cluster
+    stays quiet)."""
+    import logging  # noqa: PLC0415 - lazy: 25 ms of start-up that `sci-ingest parse`, which logs nothing, must not pay
+    import warnings  # noqa: PLC0415 - lazy: as logging (loaded by Python already; named here beside it)
+
+    if not _ONE_LINE:
+        class OneLine(logging.Formatter):
+            def format(self, record: logging.LogRecord) -> str:
+                level = "error" if record.levelno >= logging.ERROR else "warning" if record.levelno >= logging.WARNING \
+                    else "note"
+                text = record.getMessage()
+                if record.exc_info and record.exc_info[1] is not None:
+                    text += f": {type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+                source = "" if record.name.split(".")[0] in ("ingest", "analytics") else f"{record.name}: "
+                return printable(f"{level}: {source}{' '.join(text.split())}", backslash=False)
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001 - its signature
+            stderr_line(f"warning: {category.__name__}: {' '.join(str(message).split())} "
+                        f"({os.path.basename(filename)}:{lineno})")
+
+        warnings.showwarning = show
+        _ONE_LINE.append(OneLine())
+        ours = logging.StreamHandler()  # the stderr of the moment (a kept process's child sets its own)
+        ours.stream = _Stderr()
+        ours.setLevel(logging.WARNING)
+        logging.getLogger().addHandler(ours)
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", ()):  # a placeholder (a logger's parent) has none
+            if isinstance(handler, logging.StreamHandler) and _on_stderr(handler.stream):
+                handler.setFormatter(_ONE_LINE[0])  # Dask's, tornado's, ours: one line; their levels stay
+
+
+def _on_stderr(stream) -> bool:
+    if isinstance(stream, _Stderr):
+        return True
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class _Stderr:
+    """``sys.stderr`` as it is when written to."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def library_messages_again() -> None:
+    """After importing a library that sets up its loggers (Dask): take them over, in a command only."""
+    if _ONE_LINE:
+        one_line_messages()

@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 
 from ingest.fileio import display_path, is_displayable, kind_of, printable
 
-__all__ = ["Named", "Inputs", "file_key", "find_inputs", "is_hidden_reason", "HIDDEN_FILE", "HIDDEN_DIR_SEARCH"]
+__all__ = ["Named", "Inputs", "file_key", "find_inputs", "is_hidden_reason", "HIDDEN_FILE", "HIDDEN_DIR_SEARCH",
+           "LOADED_BY_ANOTHER"]
 
 #: Why a hidden file named like a data file, found in a directory, is not loaded.
 HIDDEN_FILE = "a hidden file (its name starts with '.'); --include-hidden loads it"
+#: Why a file is skipped that another loader took over (its claim) and loaded (:mod:`ingest.load.files`).
+LOADED_BY_ANOTHER = "loaded by another loader"
 #: At most this many entries of a hidden directory are looked at to tell whether it holds data files.
 HIDDEN_DIR_SEARCH = 20_000
 
@@ -47,7 +50,7 @@ def file_key(path: Path) -> str:
 
 
 def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...], *, include_hidden: bool = False,
-                resolved: bool = False) -> Inputs:
+                resolved: bool = False, given: dict | None = None) -> Inputs:
     """The files named by ``paths``: files as given, and under directories (sorted) every file
     whose name ends in one of ``suffixes``, each path once (``resolved``: as their keys,
     :func:`file_key`, which a walk derives from its directory's without resolving each file).
@@ -70,6 +73,10 @@ def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...], *, inclu
 
     A path given itself (``sci-ingest load .hidden.m10 .snapshot/``) is never hidden: it is
     read (walked) as asked.
+
+    ``given``: filled with the path as the user gave it (absolute, links not resolved, as stored), by
+    key, for each file whose key is another path (a symbolic link: ``st.json`` -> ``/proc/self/status``
+    has the key ``/proc/<this process>/status``): what messages name.
     """
     found: dict[str, Path] = {}
     refused: list[Named] = []
@@ -87,7 +94,10 @@ def find_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...], *, inclu
         elif not stat.S_ISREG(st.st_mode):
             refuse(path, f"not a regular file: {kind_of(st.st_mode)}")
         else:
-            key = key or file_key(path)
+            if key is None:
+                key = file_key(path)
+                if given is not None and os.path.abspath(path) != key:  # a link: named as the user gave it
+                    given.setdefault(key, display_path(os.path.abspath(path)))
             found.setdefault(key, Path(key) if resolved else path)
 
     def walk(directory: Path, real: str) -> None:

@@ -40,7 +40,9 @@ from ingest.store.servers import ServerInfo
 from ingest.timing import command_start, StageRecord, Timings, from_epoch, own_seconds, utcnow
 from ingest.cluster import dask_client, warm_up
 from ingest.plugins import step
+from ingest.errors import stopped_by
 from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
+from ingest.load.run import resume_command
 from ingest.report import timing_table
 
 _log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     resume: str | None = None  # the command that goes on after an interruption
+    stopped: dict | None = None  # an interruption after the load: by what, in which stage, what it undid
     exit_code: int = EXIT_OK
 
     @property
@@ -114,6 +117,8 @@ class RunReport:
             out["error"] = self.error
         if self.resume:
             out["resume"] = self.resume
+        if self.stopped:
+            out["stopped"] = self.stopped
         return out
 
 
@@ -342,9 +347,10 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             full = own_disk_full(exc, settings.out_dir, settings.state_dir)  # the server's disk, or ours (Parquet)
             report.error = str(full) if full else f"{type(exc).__name__}: {exc}"
             report.exit_code = EXIT_FATAL
-        except BaseException as exc:  # Ctrl-C outside a load, or a defect: the run's end recorded, then on
-            code = Exit.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Exit.FATAL
-            _close_row(timings, RUN_STATUS[code], code)
+        except KeyboardInterrupt as exc:  # Ctrl-C (SIGTERM) outside a load: what was finished, undone, how to go on
+            _interrupted(report, timings, exc)
+        except BaseException:  # a defect: the run's end recorded, then on
+            _close_row(timings, RUN_STATUS[Exit.FATAL], Exit.FATAL)
             raise
         gone = False
         if stopped is not None:
@@ -357,7 +363,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                 stopped.roll_back()
             report.load, report.resume = stopped.summary, stopped.resume
             if stopped.interrupted:
-                report.error, report.exit_code = "interrupted (Ctrl-C)", EXIT_INTERRUPTED
+                report.error, report.exit_code = f"interrupted ({stopped.by})", EXIT_INTERRUPTED
             elif isinstance(stopped.cause, DiskFull):  # one line: where, and what to do
                 report.error, report.exit_code = str(stopped.cause), EXIT_FATAL
             else:
@@ -371,6 +377,31 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
         if not gone:
             _close_row(timings, report.status, report.exit_code)
         return report
+
+
+#: What a stage stopped half-way leaves, for the report of an interrupted run (none: it changes nothing).
+_UNDONE = {"analyze": "its output is replaced whole or not at all: the next run computes it again unless it "
+                      "was published already (the output from before stands until then)",
+           "validate": "the verdicts it had not recorded yet are checked again by the next run",
+           "index": "the indexes it had not built yet are built by the next run",
+           "load": "what it began is finished or rolled back by the next run (the ledger knows it)"}
+
+
+def _interrupted(report: RunReport, timings: Timings, exc: KeyboardInterrupt) -> None:
+    """``report`` of a run stopped by Ctrl-C or SIGTERM after its load: the stages finished (their rows,
+    the analyses published), the one stopped and what it undid, the command that goes on."""
+    report.error, report.exit_code = f"interrupted ({stopped_by(exc)})", EXIT_INTERRUPTED
+    report.resume = resume_command()
+    rows = [r for r in timings.records if r.scope == "run"]
+    if not report.analysis:  # the step returns its results at its end: the ones published are in their rows
+        report.analysis = [{"name": r.stage.partition(".")[2], "records_in": r.records_in,
+                            "records_out": r.records_out, "collection": r.detail.get("collection"),
+                            "parquet_path": r.detail.get("parquet"), "scope": r.detail.get("scope") or {}}
+                           for r in rows if r.stage.startswith("analyze.") and r.status == "ok"]
+    stage = next((r.stage for r in reversed(rows) if r.status == "interrupted"), None)
+    step = (stage or "").partition(".")[0]
+    report.stopped = {"by": stopped_by(exc), "stage": stage,
+                      "undone": _UNDONE.get(step, "nothing of it needs undoing") if stage else "nothing was in flight"}
 
 
 def synthetic_note(summary) -> list[str]:

@@ -14,7 +14,7 @@ import re
 from typing import Iterable
 
 from ingest.fileio import printable
-from ingest.inputs import is_hidden_reason
+from ingest.inputs import LOADED_BY_ANOTHER, is_hidden_reason
 
 
 def cell(value) -> str:
@@ -118,8 +118,10 @@ def render_run(report) -> str:
                 "stderr; all in --json and the ledger)")
         load = data["load"]
         concern = ", ".join(f"{k}={v}" for k, v in (load.get("write_concern") or {}).items()) or "server default"
-        add(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, "
-            f"{load.get('retries', 0)} retried operation(s)"
+        retried = f"{load.get('retries', 0)} retried operation(s)"
+        if files.get("files_not_reached") and load.get("workers", 1) > 1:  # stopped: tasks in flight never said
+            retried = f"at least {retried} (the tasks stopped with the load did not report theirs)"
+        add(f"load: {load.get('workers', 1)} worker(s), write concern {concern}, {retried}"
             + (" (dry run: nothing written)" if load.get("dry_run") else ""))
         for path in load.get("rolled_back") or []:
             add(f"  rolled back {printable(path)}")
@@ -154,7 +156,11 @@ def render_run(report) -> str:
                  and (not val or all(s.get("verdict_of") for s in val["suites"])))
     if unchanged:
         add("nothing changed: every analysis output is current and every verdict stands (--full does it all again)")
-    if data.get("error"):
+    stopped = data.get("stopped")
+    if stopped:  # Ctrl-C or SIGTERM after the load (a load's own stop lists the files it rolled back)
+        add(f"interrupted ({stopped['by']}) " + (f"in {stopped['stage']}" if stopped["stage"] else "between stages")
+            + f": the stages above finished; {stopped['undone']}")
+    elif data.get("error"):
         add("stopped by an error (on stderr)")
     if data.get("resume"):
         add(f"resume with: {data['resume']}")
@@ -169,11 +175,15 @@ def _kept(files: dict) -> str:
 
 
 def _skipped_files(summary, skipped: int) -> str:
-    """"N skipped (unchanged)", saying how many of them are hidden files (each named on stderr)."""
-    hidden = sum(1 for f in getattr(summary, "files", ()) if f.status == "skipped" and is_hidden_reason(f.reason))
-    if not hidden:
+    """"N skipped (unchanged)", saying how many of them are hidden files (each named on stderr) and how
+    many another loader took over and loaded."""
+    reasons = [f.reason or "" for f in getattr(summary, "files", ()) if f.status == "skipped"]
+    hidden = sum(1 for r in reasons if is_hidden_reason(r))
+    others = sum(1 for r in reasons if r.startswith(LOADED_BY_ANOTHER))
+    if not hidden and not others:
         return f"{skipped} skipped (unchanged)"
-    return f"{skipped} skipped ({skipped - hidden} unchanged, {hidden} hidden: each named on stderr)"
+    parts = [f"{skipped - hidden - others} unchanged"] + ([f"{hidden} hidden: each named on stderr"] if hidden else [])
+    return f"{skipped} skipped ({', '.join(parts + ([f'{others} {LOADED_BY_ANOTHER}'] if others else []))})"
 
 
 def iso_utc(moment: datetime.datetime) -> str:

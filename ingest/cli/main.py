@@ -27,10 +27,10 @@ import threading
 from ingest import plugins
 from ingest.cli import certs, kept, query, shard
 from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
-from ingest.errors import Exit, SciIngestError, UsageError
+from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
 from ingest.config import begin_command
 from ingest.dates import command_began, process_started
-from ingest.fileio import stderr_line
+from ingest.fileio import one_line_messages, stderr_line
 
 __all__ = ["build_parser", "main", "run", "Parser"]
 
@@ -259,7 +259,7 @@ def _needs_plugins(argv: list[str]) -> bool:
 
 
 def _stop_like_ctrl_c(signum, frame) -> None:
-    raise KeyboardInterrupt  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
+    raise Interrupted(signum)  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
 
 
 def _end_operations() -> None:
@@ -307,26 +307,31 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     begin_command()  # its clients' app name on the server: what _end_operations looks for
+    if args.command != "parse":  # what libraries say: one line each (parse logs nothing: its start-up stays light)
+        one_line_messages()
     try:
-        return args.func(args)
+        code = args.func(args)
     except UsageError as exc:
         stderr_line(f"error: {exc}")
         return Exit.USAGE
     except SciIngestError as exc:
         stderr_line(f"error: {_disk_full(exc) or exc}")
         return Exit.FATAL
+    except BrokenPipeError:  # the reader went away (`| head`): it has what it wanted (an OSError: first)
+        return Exit.OK
     except OSError as exc:  # a write of ours found no room: said in one line; any other is a defect, shown
         full = _disk_full(exc)
         if full is None:
             raise
         stderr_line(f"error: {full}")
         return Exit.FATAL
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _end_operations()
-        print("interrupted", file=sys.stderr)
+        stderr_line(f"error: interrupted ({stopped_by(exc)})")
         return Exit.INTERRUPTED
-    except BrokenPipeError:  # the reader went away (`| head`): it has what it wanted
-        return Exit.OK
+    if code == Exit.INTERRUPTED:  # stopped, and said what it finished (run's report): its operations end too
+        _end_operations()
+    return code
 
 
 def run() -> None:

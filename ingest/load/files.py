@@ -45,6 +45,7 @@ from ingest import parsers
 from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
 from ingest.fileio import printable
+from ingest.inputs import LOADED_BY_ANOTHER
 from ingest.store.ledger import Ledger
 from ingest.load.claims import ClaimLost, Claims, ClaimTimeout, Owner
 from ingest.load.content import content_filters, write_content
@@ -109,8 +110,7 @@ def start(ctx: FileContext, key: str) -> FileOutcome | InFlight:
     try:
         step = _start_claimed(ctx, Path(key), entry, outcome, retries_before)
     except (ClaimLost, ClaimTimeout) as exc:  # another loader has it: leave it to that one
-        _let_go(ctx, key, outcome)
-        return _failed(outcome, str(exc))
+        return _lost(ctx, outcome, exc)
     except BaseException:
         abandon(ctx, key)  # Ctrl-C, the server gone: roll back what can be, then stop
         raise
@@ -202,8 +202,7 @@ def complete(ctx: FileContext, flight: InFlight) -> FileOutcome:
             _write_again(ctx, flight)  # the server restarted meanwhile: it may have lost some
         return _loaded(ctx, flight, final)
     except (ClaimLost, ClaimTimeout) as exc:
-        _let_go(ctx, key, o)
-        return _failed(o, str(exc))
+        return _lost(ctx, o, exc)
     except BaseException:
         abandon(ctx, key)
         raise
@@ -353,6 +352,22 @@ def _fail(ctx: FileContext, outcome: FileOutcome, reason: str, drop: list[str] =
 def _failed(outcome: FileOutcome, reason: str) -> FileOutcome:
     outcome.status, outcome.reason = "failed", reason
     outcome.records, outcome.inserted, outcome.updated, outcome.existing = {}, 0, 0, 0
+    return outcome
+
+
+def _lost(ctx: FileContext, outcome: FileOutcome, exc: SciIngestError) -> FileOutcome:
+    """This loader lost the file to another (its claim taken over, or held too long): skipped when the
+    ledger says the other one has loaded it (what it holds is counted as already loaded, as an unchanged
+    file's: the rival loads' reports add up), else failed, naming why (the next run takes it up)."""
+    _let_go(ctx, outcome.path, outcome)
+    entry = ctx.ledger.lookup([outcome.path], {"status": 1, "run_id": 1, "owner": 1, "format": 1, "records": 1,
+                                               "sha256": 1}).get(outcome.path) or {}
+    if entry.get("status") != "loaded" or entry.get("owner"):
+        return _failed(outcome, str(exc))
+    outcome.status = "skipped"
+    outcome.reason = f"{LOADED_BY_ANOTHER} (run {entry.get('run_id')}), which took this one's claim over"
+    outcome.format, outcome.sha256 = entry.get("format"), entry.get("sha256")
+    outcome.records, outcome.inserted, outcome.updated, outcome.existing = dict(entry.get("records") or {}), 0, 0, 0
     return outcome
 
 

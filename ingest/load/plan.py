@@ -44,7 +44,8 @@ class FileTask:
     known: bool = False  # the ledger had an entry for it (else a new file: it may go in a batch)
 
 
-def discover(paths: Iterable[str | Path], *, include_hidden: bool = False) -> tuple[list[Path], list[FileOutcome]]:
+def discover(paths: Iterable[str | Path], *, include_hidden: bool = False,
+             given: dict | None = None) -> tuple[list[Path], list[FileOutcome]]:
     """Expand directories into the data files under them (sorted), each path once.
 
     Returns (files, named): the outcomes of the paths named instead of loaded, each to be
@@ -56,9 +57,11 @@ def discover(paths: Iterable[str | Path], *, include_hidden: bool = False) -> tu
       ``--include-hidden`` loads it.
 
     Every outcome's ``path`` is the stored path; ``line`` shows it escaped.  ``files`` are the
-    files' keys (:func:`ingest.inputs.file_key`: resolved paths), as :func:`plan` takes them.
+    files' keys (:func:`ingest.inputs.file_key`: resolved paths), as :func:`plan` takes them;
+    ``given`` gets the path the user gave of each key that is another (a link), for messages.
     """
-    found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden, resolved=True)
+    found = find_inputs(paths, parsers.data_file_suffixes(), include_hidden=include_hidden, resolved=True,
+                        given=given)
 
     def outcome(named, status: str) -> FileOutcome:
         return FileOutcome(path=named.path, status=status, reason=named.reason,

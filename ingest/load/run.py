@@ -31,7 +31,9 @@ from tqdm import tqdm
 
 from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
 from ingest.config import default_workers
-from ingest.errors import ConfigError, SciIngestError, ServerUnavailable
+from ingest.errors import ConfigError, SciIngestError, ServerUnavailable, stopped_by
+from ingest.fileio import printable
+from ingest.inputs import LOADED_BY_ANOTHER
 from ingest.store.ledger import Ledger
 from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
@@ -45,7 +47,7 @@ from ingest.load.writer import PipelinedWriter
 from ingest.store.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
 from ingest.timing import StageRecord, from_epoch
 
-__all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group"]
+__all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group", "resume_command"]
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,11 @@ class LoadStopped(SciIngestError):
     rolls back the files they left half-written and lists them in the summary.
     """
 
-    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str, cause: SciIngestError | None = None):
-        self.summary, self.job, self.resume, self.cause = summary, job, resume, cause
+    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str, cause: SciIngestError | None = None,
+                 by: str = "Ctrl-C"):
+        self.summary, self.job, self.resume, self.cause, self.by = summary, job, resume, cause, by
         self.interrupted = cause is None
-        what = "interrupted (Ctrl-C)" if cause is None else f"{type(cause).__name__}: {cause}"
+        what = f"interrupted ({by})" if cause is None else f"{type(cause).__name__}: {cause}"
         super().__init__(f"{what}; resume with: {resume}")
 
     def roll_back(self) -> list[str]:
@@ -154,10 +157,10 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
     ctx = _context(job)
     retries = ctx.retry.retries
     outcomes: list[FileOutcome] = []
-    if not job.options.dry_run and new:
-        outcomes, keys = _load_batches(ctx, keys, set(new))
     flights: list[InFlight] = []
     try:
+        if not job.options.dry_run and new:
+            keys = _load_batches(ctx, keys, set(new), outcomes)
         for key in keys:
             step = start(ctx, key)
             while flights:
@@ -168,15 +171,17 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
                 outcomes.append(step)
         while flights:
             outcomes.append(complete(ctx, flights.pop(0)))
-    except BaseException:
+    except BaseException as exc:
         for flight in flights:
             abandon(ctx, flight.outcome.path)
+        # what the task did before the stop, for the report (pickled with the error across Dask): the files
+        # it finished and the retries none of them counted (a window of retries spent on the one that failed)
+        exc.finished = [o.as_dict() for o in _decided(outcomes)]
+        exc.retries = max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
         raise
     if outcomes:  # retries no file counted (a batch handed back, say) go on the last one
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
-    now = time.time()
-    for o in outcomes:  # the wall clock of each: decided now unless it says when
-        o.decided(now)
+    _decided(outcomes)
     if not job.options.dry_run:
         try:
             _record_file_timings(ctx, job, outcomes)
@@ -188,9 +193,17 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
     return [o.as_dict() for o in outcomes]
 
 
-def _load_batches(ctx: FileContext, keys: list[str], new: set[str]) -> tuple[list[FileOutcome], list[str]]:
-    """Load the small new files of ``keys`` in batches; (their outcomes, the keys left to load one by one)."""
-    outcomes: list[FileOutcome] = []
+def _decided(outcomes: list[FileOutcome]) -> list[FileOutcome]:
+    """``outcomes``, each with its wall clock: decided now unless it says when."""
+    now = time.time()
+    for o in outcomes:
+        o.decided(now)
+    return outcomes
+
+
+def _load_batches(ctx: FileContext, keys: list[str], new: set[str], outcomes: list[FileOutcome]) -> list[str]:
+    """Load the small new files of ``keys`` in batches, their outcomes added to ``outcomes`` as each batch
+    commits (a stop keeps those); the keys left to load one by one."""
     rest: list[str] = []
     batch: list = []
     held = weight = 0
@@ -220,7 +233,7 @@ def _load_batches(ctx: FileContext, keys: list[str], new: set[str]) -> tuple[lis
         if len(batch) >= BATCH_FILES or held >= BATCH_DOCUMENTS or weight >= BATCH_BYTES:
             flush()
     flush()
-    return outcomes, rest
+    return rest
 
 
 def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutcome]) -> None:
@@ -269,12 +282,14 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     if not options.dry_run and in_force.get("w") == 0:
         raise ConfigError("unacknowledged writes (w=0) cannot be used for a ledgered load: the ledger could "
                           "record a file that never landed; use w=1 or more (benchmarks may use w=0)")
-    files, missing = discover(paths, include_hidden=options.include_hidden)
+    given: dict[str, str] = {}  # the key of a link -> the path the user gave: what messages name
+    files, missing = discover(paths, include_hidden=options.include_hidden, given=given)
     ledger = Ledger(db, retry)
     todo, decided = plan(ledger, files, options.force)
     now = time.time()
     for outcome in missing + decided:  # refused or skipped unread: their clocks say when that was decided
         outcome.decided(now)
+        _as_given(outcome, given)
     client = dask() if dask is not None and todo else None
     summary = LoadSummary(files=missing + decided, workers=_worker_count(client, options),
                           write_concern=in_force, dry_run=options.dry_run, planned=len(files) + len(missing))
@@ -300,18 +315,33 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
     new = {t.key for t in todo if not t.known}
     try:
         _run_groups(job, groups, [[k for k in g if k in new] for g in groups], client, summary, log,
-                    options.progress, len(todo))
+                    options.progress, len(todo), given)
     except (KeyboardInterrupt, ServerUnavailable) as exc:
         summary.interrupted = isinstance(exc, KeyboardInterrupt)
+        known = {f.path for f in summary.files}  # the stopped task's finished files, its uncounted retries
+        summary.files += [o for o in map(FileOutcome.from_dict, getattr(exc, "finished", ())) if o.path not in known]
+        summary.retries += retry.retries + getattr(exc, "retries", 0)
         if client is not None:
             client.cancel(list(_PENDING))
         cause = None if summary.interrupted else exc
-        raise LoadStopped(summary, job, "sci-ingest " + shlex.join(sys.argv[1:]), cause) from None
+        raise LoadStopped(summary, job, resume_command(), cause, stopped_by(exc)) from None
     if not options.dry_run:
         _release_leftovers(job)
         add_written(db, _inserted(summary), retry)
     summary.retries += retry.retries
     return summary
+
+
+def _as_given(outcome: FileOutcome, given: dict[str, str]) -> FileOutcome:
+    """``outcome`` named in messages by the path the user gave, when its key is another (a link)."""
+    if outcome.path in given:
+        outcome.shown_path = printable(given[outcome.path])
+    return outcome
+
+
+def resume_command() -> str:
+    """The command that goes on after a stop: this one again (the ledger skips what was finished)."""
+    return "sci-ingest " + shlex.join(sys.argv[1:])
 
 
 def _inserted(summary: LoadSummary) -> int:
@@ -331,7 +361,7 @@ def _worker_count(dask, options: LoadOptions) -> int:
 
 
 def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], dask, summary: LoadSummary, log,
-                progress: bool, n_files: int) -> None:
+                progress: bool, n_files: int, given: dict[str, str]) -> None:
     bar = _progress(n_files, progress)
     try:
         if dask is None:
@@ -344,10 +374,12 @@ def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], da
             results = (future.result() for future in as_completed(futures, loop=dask.loop))
         for result in results:
             for data in result:
-                outcome = FileOutcome.from_dict(data)
+                outcome = _as_given(FileOutcome.from_dict(data), given)
                 summary.files.append(outcome)
                 if outcome.status == "failed":
                     log(f"failed: {outcome.line}{outcome.kept_note}")
+                elif outcome.status == "skipped" and (outcome.reason or "").startswith(LOADED_BY_ANOTHER):
+                    log(f"note: {outcome.line}")  # not a failure: the ledger has it loaded
                 _log_warnings(outcome, log)
             if bar is not None:
                 bar.update(len(result))

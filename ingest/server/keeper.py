@@ -97,7 +97,7 @@ def start(state_dir: Path, idle_s: float, log: Callable[[str], None]) -> dict:
         # no keeper starts now and no record names a server: a SecantusDB process on the data is a keeper's
         # that was killed (dying with it), or the private server of a command (SCI_INGEST_SERVER_IDLE=0)
         refuse_if_held(state_dir / "db", wait_s=HOLDER_GRACE_S)
-        log(f"starting the embedded SecantusDB server (data in {state_dir / 'db'}); it stays up until "
+        log(f"note: starting the embedded SecantusDB server (data in {state_dir / 'db'}); it stays up until "
             f"{idle_s:g} s pass without a command ({IDLE_ENV}); `sci-ingest server stop` stops it ...")
         _launch(state_dir, idle_s, lock)
         state = running_server(state_dir, locked=True, log=log)

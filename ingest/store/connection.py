@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
 from ingest.config import Settings, require_uri
 from ingest.errors import UnsupportedFeature
+from ingest.fileio import printable
 from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
@@ -31,7 +32,9 @@ __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
 
 
 def log_to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """``message`` on stderr (an Airflow task's log): its lines kept, each without a control character."""
+    lines = (printable(line, backslash=False) for line in str(message).split("\n"))
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -78,7 +81,7 @@ def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) 
         kind = "per-home" if state.get("idle_s") else "shared"
         return with_credentials(state["uri"], creds), kind, state["pid"] if state.get("keeper") else None
     server = EmbeddedServer(settings.db_dir, auth=creds is not None)
-    log(f"starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
+    log(f"note: starting the embedded SecantusDB server (data in {settings.db_dir}) ...")
     uri = with_credentials(server.start(), creds)
     stack.callback(forget, uri)  # stopped with its operations: a stopped command has nothing to end there
     stack.callback(server.stop)

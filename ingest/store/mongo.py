@@ -58,6 +58,7 @@ from ingest.config import command_name
 from ingest.errors import (ConfigError, DatabaseError, DiskFull, ServerUnavailable, TimeLimitExceeded,
                            UnsupportedFeature)
 from ingest.server.secrets import redact_uri, remember
+from ingest.store.rights import lacking
 from ingest.server.space import server_disk_full, storage_of
 
 __all__ = [
@@ -82,7 +83,7 @@ DUPLICATE_KEY = 11000
 # IllegalOperation, CommandNotSupported, NotImplemented.
 _UNSUPPORTED_CODES = {59, 20, 115, 238}
 _MAX_TIME_EXPIRED = 50  # MaxTimeMSExpired: an operation stopped at the maxTimeMS its caller gave
-_UNAUTHORIZED = 13
+_UNAUTHORIZED, _AUTHENTICATION_FAILED = 13, 18
 _INTERNAL_ERROR, _OUT_OF_DISK_SPACE = 1, 14031  # InternalError (SecantusDB's answer once its disk is full)
 # CannotCreateIndex: an "unsupported" refusal only where a feature is being asked for
 # (SecantusDB: "hashed indexes are not supported by SecantusDB").
@@ -318,6 +319,10 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
             raise UnsupportedFeature(f"{what}: the server does not support{about}: {_reason(exc)}") from exc
         if exc.code == _MAX_TIME_EXPIRED:  # maxTimeMS, which the caller set
             raise TimeLimitExceeded(f"{what}: {_reason(exc)}") from exc
+        if exc.code in (_UNAUTHORIZED, _AUTHENTICATION_FAILED):  # what the user lacks first (ingest.store.rights)
+            used = [uri] if uri else servers_used()
+            who = used[0] if len(used) == 1 else None
+            raise DatabaseError(lacking(_reason(exc), what, who, aside_client)) from exc
         full = _disk_full(exc, uri)
         if full is not None:  # SecantusDB's "internal server error" once its disk is full
             raise full from exc
