@@ -282,8 +282,12 @@ def _disk_full(exc: BaseException):
     from ingest.config import Settings  # noqa: PLC0415 - lazy: only a failed command pays it (the settings, psutil: 10 ms)
     from ingest.server.space import own_disk_full  # noqa: PLC0415 - lazy: as above
 
-    settings = Settings()
-    return own_disk_full(exc, settings.out_dir, settings.state_dir)
+    try:
+        settings = Settings()
+        folders = (settings.out_dir, settings.state_dir)
+    except SciIngestError:  # a bad setting, likely the error being said: no folder to name
+        folders = ()
+    return own_disk_full(exc, *folders)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -112,7 +112,7 @@ def own_disk_full(exc: BaseException, *folders: str | os.PathLike) -> DiskFull |
                 return DiskFull(no_space(Path(os.fsdecode(exc.filename)).parent))
             named = [Path(f) for f in folders if f]
             short = [f for f in named if short_of_space(f)]
-            return DiskFull(no_space((short or named or [Path.cwd()])[0]))
+            return DiskFull(no_space((short or named or ["the folder being written"])[0]))
         exc = exc.__cause__ or exc.__context__
     return None
 
