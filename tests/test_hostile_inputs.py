@@ -3,37 +3,56 @@
 The rule: whatever a file's bytes, name or type, it ends loaded or named as failed
 (path, line or record, reason), nothing of a failed file stays in the database,
 the other files go in, and the run exits 2 -- in bounded time, with no traceback.
+
+Work bounded by the input's worth (docs/loading.md, "Limits of a file"; issue 42): a record file fails
+at its 100th bad record (``--max-bad-records``), the rest unread; a file whose first bytes, or bytes
+hashed, prove it bad fails there, never read or hashed to its end (a sparse file of NUL bytes, a
+``-m 10`` line over its limit); a JSON record whose decoded form would pass the memory budget is
+refused before it is built (the loader's peak RSS under 300 MB); a key twice in one object is
+refused, named.  No duration is asserted: those hostile files would take minutes to hours unbounded,
+and a subprocess's timeout is only the safety net; the bounds asserted are counts (bad records read,
+bytes read, peak RSS).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
+from ingest.errors import ParseError
+from ingest.load.early import checked_version
+from ingest.load.outcome import FileOutcome
 from ingest.load.plan import discover
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SPARSE = 100 << 30  # 100 GiB of holes: no disk, and hours of reading and hashing if it were read
 
 
 def _material(i: int) -> dict:
     return {"material_id": f"mp-{i}", "formula_pretty": "Fe2O3", "elements": ["Fe", "O"], "nsites": 5}
 
 
+def _env(tmp_path: Path) -> dict:
+    env = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home"), "SCI_INGEST_KEEP": "0"}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    return env
+
+
 def _load(mongo_uri: str, db: str, paths, tmp_path: Path, env: dict | None = None, timeout: float = 180):
-    environ = {**os.environ, "SCI_INGEST_HOME": str(tmp_path / "home"), **(env or {})}
-    environ.pop("DASK_SCHEDULER_ADDRESS", None)
     proc = subprocess.run([str(BIN), "load", "--json", "-q", "--workers", "1", "--mongo-uri", mongo_uri,
-                           "--db", db, *map(str, paths)], capture_output=True, text=True, env=environ,
-                          timeout=timeout)
+                           "--db", db, *map(str, paths)], capture_output=True, text=True,
+                          env={**_env(tmp_path), **(env or {})}, timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc, json.loads(proc.stdout)
 
@@ -135,22 +154,40 @@ def test_objects_on_one_long_line_are_read_in_bounded_memory(tmp_path):
     assert int(out[1]) < 120, f"peak RSS {out[1]} MB for a {path.stat().st_size / 1e6:.0f} MB line"
 
 
-def test_a_record_over_the_limit_is_skipped_without_reading_it_into_memory(tmp_path, monkeypatch):
+def test_a_record_over_the_limit_ends_the_reading_without_reading_it_into_memory(tmp_path, monkeypatch):
+    """Known once the limit's bytes and one more are read without its end: named there, and nothing more is
+    read (neither held nor skipped to its end: the file fails whatever follows)."""
     from ingest.parsers import materials
 
     monkeypatch.setattr(materials, "MAX_RECORD_BYTES", 10_000)
     for layout, text in {
-        "array": "[" + json.dumps(_material(1)) + ", " + json.dumps({"x": "y" * 50_000, "z": "}]"})
+        "array": "[" + json.dumps(_material(1)) + ", " + json.dumps({"x": "y" * 5_000_000, "z": "}]"})
                  + ", " + json.dumps(_material(3)) + "]",
-        "concatenated": json.dumps(_material(1)) + json.dumps({"x": ["y" * 50_000, "{"]}) + json.dumps(_material(3)),
-        "lines": json.dumps(_material(1)) + "\n" + json.dumps({"x": "y" * 50_000}) + "\n" + json.dumps(_material(3)),
+        "concatenated": json.dumps(_material(1)) + json.dumps({"x": ["y" * 5_000_000, "{"]}) + json.dumps(_material(3)),
+        "lines": json.dumps(_material(1)) + "\n" + json.dumps({"x": "y" * 5_000_000}) + "\n" + json.dumps(_material(3)),
     }.items():
         path = tmp_path / f"{layout}.json"
         path.write_text(text)
         with open(path, "rb") as fh:
             out = list(materials.read_records(fh, str(path)))
-        assert [getattr(r, "key", None) for r in out] == ["mp-1", None, "mp-3"], (layout, out)
-        assert "over the 10,000-byte limit" in out[1].reason, layout
+            read = fh.tell()
+        assert [getattr(r, "key", None) for r in out] == ["mp-1", None], (layout, out)
+        assert "record of more than 10,000 bytes is over the 10,000-byte limit" in out[1].reason, layout
+        assert "the rest of the file is not read" in out[1].reason, layout
+        assert read <= 10_000 + 4 * materials.CHUNK, (layout, read)  # not the 5 MB record's end
+
+
+def test_a_record_over_the_limit_that_ends_in_the_chunk_read_is_named_with_its_size(tmp_path, monkeypatch):
+    from ingest.parsers import materials
+
+    monkeypatch.setattr(materials, "MAX_RECORD_BYTES", 10_000)
+    text = "[" + json.dumps(_material(1)) + ", " + json.dumps({"x": "y" * 20_000}) + ", " + json.dumps(_material(3)) + "]"
+    path = tmp_path / "array.json"
+    path.write_text(text)
+    with open(path, "rb") as fh:
+        out = list(materials.read_records(fh, str(path)))
+    assert [getattr(r, "key", None) for r in out] == ["mp-1", None, "mp-3"], out
+    assert "record of 20,010 bytes is over the 10,000-byte limit" in out[1].reason, out[1].reason
 
 
 def test_a_directory_that_cannot_be_read_is_reported(tmp_path):
@@ -214,3 +251,165 @@ def test_the_ledger_lists_each_bad_record_once_and_the_summary_apart(mongo_uri, 
     assert [e["line"] for e in entry["errors"]] == [2, 4], entry["errors"]
     assert not any("bad record(s)" in e["reason"] for e in entry["errors"])
     assert entry["error"].startswith(f"{path}:2: 2 bad record(s); first: ")
+
+
+def _record(i: int) -> str:
+    return json.dumps(_material(i))
+
+
+def _failures(report: dict) -> dict[str, dict]:
+    return {f["path"]: f for f in report["failed"]}
+
+
+def _load_measured(mongo_uri: str, db: str, paths, tmp_path: Path, *options: str, timeout: float = 300):
+    """`sci-ingest load --json` in one process; (the process, its report, its peak RSS in MB).
+
+    The peak is the loader's own (``os.wait4`` on it), not that of any other child of this test's process."""
+    args = [str(BIN), "load", "--json", "-q", "--workers", "1", "--mongo-uri", mongo_uri, "--db", db, *options,
+            *map(str, paths)]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(args, stdout=out, stderr=err, env=_env(tmp_path))
+        timer = threading.Timer(timeout, proc.kill)  # the safety net: a hang fails, nothing is timed
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    assert proc.returncode != -9, f"killed after {timeout} s: the work was not bounded"
+    assert "Traceback" not in stderr, stderr[-3000:]
+    return proc.returncode, stderr, json.loads(stdout), usage.ru_maxrss // 1024
+
+
+# ------------------------------------------------------------------ item 1: a bound on bad records
+def test_a_gzip_of_millions_of_bad_records_fails_at_the_bound(mongo_uri, mongo_client, dbname, tmp_path):
+    """10 million `{}` in 29 KB of gzip (unbounded: about 90 us each, 15 minutes), and 2 million in a file small
+    enough for a batch: each fails at its 100th bad record, naming the first ones and the count."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    with gzip.open(inbox / "bomb.json.gz", "wb", compresslevel=9) as fh:
+        block = b"{}\n" * 100_000
+        for _ in range(100):
+            fh.write(block)
+    with gzip.open(inbox / "small_bomb.jsonl.gz", "wb") as fh:  # 6 MB inflated: read whole into a batch
+        fh.write(b'{"x": 1}\n' * 2_000_000)
+    (inbox / "good.jsonl").write_text("\n".join(_record(i) for i in range(3)) + "\n")
+    assert (inbox / "bomb.json.gz").stat().st_size < 64_000
+
+    code, stderr, report, _ = _load_measured(mongo_uri, dbname, [inbox], tmp_path)
+    assert code == 2, stderr[-2000:]
+    failed = _failures(report)
+    assert set(failed) == {str(inbox / "bomb.json.gz"), str(inbox / "small_bomb.jsonl.gz")}, failed
+    for name in ("bomb.json.gz", "small_bomb.jsonl.gz"):
+        path = str(inbox / name)
+        reason = failed[path]["reason"]
+        assert reason.startswith(f"{path}:1: 100 bad record(s), the bound (--max-bad-records): the rest of the "
+                                 "file is not read; first: "), reason
+        assert f"; then {path}:2: the same; {path}:3: the same (the first 50 are listed in the ledger)" in reason
+        assert [e["line"] for e in failed[path]["errors"]] == [1, 2, 3, 4, 5]
+        entry = mongo_client[dbname].ingest_files.find_one({"_id": path})
+        assert entry["status"] == "failed" and [e["line"] for e in entry["errors"]] == list(range(1, 51))
+        assert f"failed: {reason}" in stderr
+    assert report["files"]["files_loaded"] == 1
+    assert sorted(d["_id"] for d in mongo_client[dbname].materials.find()) == ["mp-0", "mp-1", "mp-2"]
+
+
+# ------------------------------------------------------------------ item 1: fail at the first MiB that proves it
+def _sparse(path: Path, head: bytes = b"") -> Path:
+    path.write_bytes(head)
+    os.truncate(path, SPARSE)
+    return path
+
+
+def test_sparse_files_fail_at_the_bytes_that_prove_it(mongo_uri, mongo_client, dbname, tmp_path):
+    """100 GiB of holes (NUL bytes), bare or after a good start of 2 MB (past the first MiB looked at before
+    the hash): each fails where its bytes prove it, not after reading and hashing 100 GiB."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    m10 = (SAMPLES / "pasta" / "fasta36_prot.m10").read_bytes()
+    m10 *= (2 << 20) // len(m10)  # runs one after another, 2 MB
+    start = "".join(_record(i) + "\n" for i in range(30_000)).encode()
+    start = start[: start.rindex(b"\n", 0, 2_000_000) + 1]
+    start_lines, m10_lines = start.count(b"\n"), m10.count(b"\n")
+    files = {
+        "nul.json": (_sparse(inbox / "nul.json"), ":1: 1 bad record(s) in its first 1 MiB", "record of more than "
+                     "16,777,216 bytes is over the 16,777,216-byte limit"),
+        "nul.m10": (_sparse(inbox / "nul.m10"), ":1: line longer than 1048576 bytes", ""),
+        "late.json": (_sparse(inbox / "late.json", start), f":{start_lines + 1}: a NUL byte (byte "
+                      f"{len(start) + 1:,} of the file): not JSON text", ""),
+        "late.m10": (_sparse(inbox / "late.m10", m10), f":{m10_lines + 1}: "
+                     "line longer than 1048576 bytes", ""),
+    }
+    (inbox / "good.jsonl").write_text(_record(7) + "\n")
+    code, stderr, report, _ = _load_measured(mongo_uri, dbname, [inbox], tmp_path, timeout=240)
+    assert code == 2, stderr[-2000:]
+    failed = _failures(report)
+    assert set(failed) == {str(path) for path, _, _ in files.values()}, failed
+    for path, said, more in files.values():
+        assert failed[str(path)]["reason"].startswith(f"{path}{said}"), failed[str(path)]["reason"]
+        assert more in failed[str(path)]["reason"]
+    assert [d["_id"] for d in mongo_client[dbname].materials.find()] == ["mp-7"]
+
+
+def _bytes_read() -> int:
+    return int(next(line for line in open("/proc/self/io") if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.parametrize("head", [b"", b"{}\n" * 1000, "\n".join(_record(i) for i in range(40_000)).encode()])
+def test_a_big_file_that_fails_is_read_no_further_than_its_proof(tmp_path, head):
+    """Bytes read, counted by the kernel (/proc/self/io): a few MiB of a 100 GiB file, never its size."""
+    path = _sparse(tmp_path / "x.json", head)
+    outcome = FileOutcome(path=str(path), status="loading")
+    before = _bytes_read()
+    with pytest.raises(ParseError):
+        checked_version(str(path), SPARSE, outcome)
+    assert _bytes_read() - before < len(head) * 2 + (40 << 20)
+    assert outcome.errors and outcome.errors[0]["line"] >= 1
+
+
+# ------------------------------------------------------------------ item 2: memory bounded whatever one record holds
+def test_a_record_of_millions_of_empty_objects_is_refused_before_it_is_built(mongo_uri, mongo_client, dbname,
+                                                                              tmp_path):
+    """16 MB of `{},{},...` in one record (5.5 million objects: 899 MB once decoded, copied and encoded), in
+    each layout: refused with its file and line before it is decoded, the loader's peak RSS under 300 MB."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    bomb = '{"material_id": "mp-9", "a": [' + ",".join(["{}"] * 5_500_000) + "]}"
+    (inbox / "lines.jsonl").write_text(_record(1) + "\n" + bomb + "\n" + _record(2) + "\n")
+    (inbox / "array.json").write_text("[" + _record(3) + ",\n" + bomb + ",\n" + _record(4) + "]")
+    (inbox / "objects.json").write_text('{"material_id": "mp-5",\n"nsites": 5}' + bomb + _record(6))  # pretty
+    (inbox / "good.jsonl").write_text(_record(7) + "\n")
+    code, stderr, report, peak_mb = _load_measured(mongo_uri, dbname, [inbox], tmp_path)
+    assert code == 2, stderr[-2000:]
+    failed = _failures(report)
+    expect = {"lines.jsonl": ":2: 1 bad record(s); first: record too large to decode in memory: about ",
+              "array.json": ":2: 1 bad record(s); first: record too large to decode in memory: at least ",
+              "objects.json": ":2: 1 bad record(s); first: record too large to decode in memory: at least "}
+    assert set(failed) == {str(inbox / name) for name in expect}, failed
+    for name, said in expect.items():
+        reason = failed[str(inbox / name)]["reason"]
+        assert reason.startswith(f"{inbox / name}{said}") and "over the 128 MiB a record may take" in reason, reason
+    assert [d["_id"] for d in mongo_client[dbname].materials.find()] == ["mp-7"]
+    assert peak_mb <= 300, f"the loader's peak RSS: {peak_mb} MB"
+
+
+def test_a_key_twice_in_an_object_refuses_its_record_naming_the_key(mongo_uri, mongo_client, dbname, tmp_path):
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    (inbox / "twice.jsonl").write_text(
+        _record(1) + "\n" + '{"material_id": "mp-2", "sites": [{"xyz": [0, 0, 0]}, {"xyz": [1, 0, 0], '
+        '"label": "Fe", "xyz": [0, 1, 0]}]}\n')
+    (inbox / "top.json").write_text('[{"material_id": "mp-3", "nsites": 5, "nsites": 6}]')
+    (inbox / "good.jsonl").write_text(_record(7) + "\n")
+    code, stderr, report, _ = _load_measured(mongo_uri, dbname, [inbox], tmp_path)
+    assert code == 2, stderr[-2000:]
+    failed = _failures(report)
+    assert failed[str(inbox / "twice.jsonl")]["reason"] == (
+        f'{inbox / "twice.jsonl"}:2: 1 bad record(s); first: key "xyz" twice in the object at sites.1: which of '
+        "its values was meant cannot be known (JSON readers keep one), so the record is refused")
+    assert failed[str(inbox / "top.json")]["reason"].startswith(
+        f'{inbox / "top.json"}:1: 1 bad record(s); first: key "nsites" twice in the record\'s top-level object')
+    assert [d["_id"] for d in mongo_client[dbname].materials.find()] == ["mp-7"]

@@ -44,7 +44,7 @@ from ingest import parsers
 from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
 from ingest.fileio import GZIP_MAGIC, printable
-from ingest.load.content import MAX_ERRORS_KEPT, content_filters, documents_of
+from ingest.load.content import MAX_BAD_RECORDS, MAX_ERRORS_KEPT, content_filters, documents_of
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Version, memory_stream, read_small
 from ingest.load.claims import ClaimTimeout
@@ -82,9 +82,10 @@ class Prepared:
         return self.outcome.path
 
 
-def prepare(key: str, worker: str, room: int) -> Prepared | None:
+def prepare(key: str, worker: str, room: int, max_bad: int = MAX_BAD_RECORDS) -> Prepared | None:
     """Read, hash and parse the file ``key`` if it is small and yields at most ``room`` documents;
-    None otherwise (the per-file protocol streams it).  Bad input is a failed :class:`Prepared`."""
+    None otherwise (the per-file protocol streams it).  Bad input is a failed :class:`Prepared`
+    (a record file's reading stops at its ``max_bad``-th bad record; 0: no bound)."""
     outcome = FileOutcome(path=key, status="loading", worker=worker, started=time.time())
     started = time.perf_counter()
     prepared = Prepared(outcome=outcome)
@@ -99,7 +100,7 @@ def prepare(key: str, worker: str, room: int) -> Prepared | None:
         fmt = parsers.detect_head(Path(key), memory_stream(data).read(4096))
         outcome.format = fmt.name
         handle = memory_stream(data)
-        documents = documents_of(handle, prepared.version, fmt, outcome, room)
+        documents = documents_of(handle, prepared.version, fmt, outcome, room, max_bad)
         if documents is None:
             return None
         prepared.documents, prepared.weight = documents, handle.tell()

@@ -25,6 +25,7 @@ document that breaks it fails its file.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
@@ -35,9 +36,14 @@ from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, read_pass
 from ingest.load.writer import INSERT, RECORDS
 
-__all__ = ["write_content", "content_filters", "documents_of", "MAX_ERRORS_KEPT", "RECORD_COLLECTIONS"]
+__all__ = ["write_content", "content_filters", "documents_of", "bad_records", "MAX_ERRORS_KEPT", "MAX_BAD_RECORDS",
+           "AT_THE_BOUND", "RECORD_COLLECTIONS"]
 
 MAX_ERRORS_KEPT = 50
+#: A record file stops being read at this many bad records (``--max-bad-records``; 0: no bound): it
+#: fails whatever follows, and a file of millions of bad records (10 million ``{}`` fit in 19 KB
+#: of gzip) would otherwise be read to its end for nothing.
+MAX_BAD_RECORDS = 100
 RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
 #: A record file keeps its checked documents for the write while the decompressed bytes read
 #: stay within this ...
@@ -58,21 +64,24 @@ def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:
     return (SEARCHES, {"_id": in_range}), (HITS, {"_id": in_range})
 
 
-def write_content(version: Version, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
+def write_content(version: Version, fmt, outcome: FileOutcome, send, batch_size: int,
+                  max_bad: int = MAX_BAD_RECORDS) -> None:
     """Parse the file of ``version`` and ``send(collection, documents, mode)`` its documents in batches.
 
     Fills ``outcome.records``, ``warnings``, ``errors`` and ``parse_seconds``;
     raises ParseError (or OSError, or :class:`~ingest.load.reading.Changed`) on
-    bad input, before anything of a record file is sent.
+    bad input, before anything of a record file is sent; a record file at its
+    ``max_bad``-th bad record (0: no bound), without reading further.
     """
     if fmt.kind == "search":
         with read_pass(version) as handle:
             _search_documents(handle, version, fmt, outcome, send, batch_size)
     else:
-        _record_documents(version, fmt, outcome, send, batch_size)
+        _record_documents(version, fmt, outcome, send, batch_size, max_bad)
 
 
-def documents_of(handle, version: Version, fmt, outcome: FileOutcome, limit: int) -> list | None:
+def documents_of(handle, version: Version, fmt, outcome: FileOutcome, limit: int,
+                 max_bad: int = MAX_BAD_RECORDS) -> list | None:
     """Every document of a small file read into memory, as (collection, document, mode), or None
     when it has more than ``limit``.  Raises ParseError on bad input, as :func:`write_content`."""
     out: list = []
@@ -86,7 +95,7 @@ def documents_of(handle, version: Version, fmt, outcome: FileOutcome, limit: int
         if fmt.kind == "search":
             _search_documents(handle, version, fmt, outcome, keep, limit + 1)
         else:
-            counts, kept = _check_records(handle, version, fmt.load(), outcome, limit)
+            counts, kept = _check_records(handle, version, fmt.load(), outcome, limit, max_bad)
             if kept is None:
                 return None
             outcome.records = counts
@@ -149,15 +158,17 @@ def _send_all(send, batches, mode: str) -> None:
 
 
 def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
-                   keep_documents: int) -> tuple[dict[str, int], list | None]:
+                   keep_documents: int, max_bad: int = MAX_BAD_RECORDS) -> tuple[dict[str, int], list | None]:
     """Pass 1: every record must parse and be storable; (counts by collection, the documents or None).
 
     The documents are kept while the decompressed bytes read (``handle.tell()``) stay within
-    :data:`KEEP_CHECKED_BYTES` and they number at most ``keep_documents``.
+    :data:`KEEP_CHECKED_BYTES` and they number at most ``keep_documents``.  At the ``max_bad``-th
+    bad record (0: no bound) the reading stops and the file fails (:func:`bad_records`).
     """
     counts: dict[str, int] = {}
     kept: list | None = []
     order = version.order
+    stopped = False
     for item in read_records(handle, version.key):
         if not isinstance(item, ParseError):
             for message in item.warnings:  # numbers that are not finite (the value policy)
@@ -186,22 +197,21 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
         if len(outcome.errors) < MAX_ERRORS_KEPT:
             outcome.errors.append({"line": item.line, "reason": item.reason})
         counts["bad"] = counts.get("bad", 0) + 1
+        if counts["bad"] == max_bad:
+            stopped = True
+            break  # the file fails whatever follows: read no further
     if counts.get("bad"):
-        first = outcome.errors[0]
-        raise ParseError(
-            f"{counts['bad']} bad record(s); first: {first['reason']}"
-            + ("" if counts["bad"] == 1 else " (all are listed in the ledger)"),
-            source=version.key, line=first["line"])
+        raise bad_records(version.key, outcome.errors, counts["bad"], stopped=AT_THE_BOUND if stopped else "")
     if not counts:
         raise ParseError("no records", source=version.key)
     return counts, kept
 
 
-def _record_documents(version: Version, fmt, outcome: FileOutcome, send, batch_size: int) -> None:
+def _record_documents(version: Version, fmt, outcome: FileOutcome, send, batch_size: int, max_bad: int) -> None:
     read_records = fmt.load()
     started = time.perf_counter()
     with read_pass(version) as handle:
-        counts, kept = _check_records(handle, version, read_records, outcome, KEEP_CHECKED_DOCUMENTS)
+        counts, kept = _check_records(handle, version, read_records, outcome, KEEP_CHECKED_DOCUMENTS, max_bad)
     outcome.parse_seconds = time.perf_counter() - started
     if kept is None:  # too large to keep: read and build again (pass 2), checked to be the same bytes
         with read_pass(version) as handle:
@@ -209,6 +219,32 @@ def _record_documents(version: Version, fmt, outcome: FileOutcome, send, batch_s
     else:
         keep_records(kept, send, batch_size)
     outcome.records = counts
+
+
+#: What a failure says of a file whose reading stopped at the bound of bad records.
+AT_THE_BOUND = ", the bound (--max-bad-records): the rest of the file is not read"
+
+
+def bad_records(key: str, errors: list[dict], count: int, *, stopped: str = "") -> ParseError:
+    """The failure of a record file with ``count`` bad records, ``errors`` the first ones: at the first
+    one's line, with the count and the next few, ``file:line: reason`` each; ``stopped``: why the
+    rest of the file was not read (at the bound of bad records: :data:`AT_THE_BOUND`)."""
+    first = errors[0]
+    text = f"{count} bad record(s){stopped}; first: {first['reason']}"
+    if count > 1:
+        said, then = _PLACE.sub("", first["reason"]), []
+        for e in errors[1:_NAMED]:
+            same, said = _PLACE.sub("", e["reason"]) == said, _PLACE.sub("", e["reason"])
+            then.append(f"{key}:{e['line']}: {'the same' if same else e['reason']}")
+        text += "; then " + "; ".join(then) if then else ""
+        text += (" (all are listed in the ledger)" if count <= len(errors)
+                 else f" (the first {len(errors)} are listed in the ledger)")
+    return ParseError(text, source=key, line=first["line"])
+
+
+#: Bad records a file's failure names in its one line (the ledger and --json keep more).
+_NAMED = 3
+_PLACE = re.compile(r" \((?:starting )?line \d+\)$")  # where a record of an array or object stream starts
 
 
 def _built(handle, version: Version, read_records, path: str):

@@ -48,9 +48,10 @@ from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER
 from ingest.store.ledger import Ledger
 from ingest.load.claims import ClaimLost, Claims, ClaimTimeout, Owner
-from ingest.load.content import content_filters, write_content
+from ingest.load.content import MAX_BAD_RECORDS, content_filters, write_content
+from ingest.load.early import checked_version
 from ingest.load.outcome import FileOutcome
-from ingest.load.reading import Changed, Version, hash_version, version_of
+from ingest.load.reading import Changed, Version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
 from ingest.store.mongo import Retry
@@ -77,6 +78,7 @@ class FileContext:
     batch_size: int = 1000
     force: bool = False
     dry_run: bool = False
+    max_bad_records: int = MAX_BAD_RECORDS  # a record file fails at this many bad records, unread further
 
 
 @dataclass
@@ -128,15 +130,16 @@ def _start_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutco
         outcome.size = now.size
         if not ctx.force and _unchanged(entry, now.size, now.mtime):
             return _already_loaded(ctx, entry, outcome, "unchanged since it was loaded")
-        version = hash_version(key)
+        version = checked_version(key, now.size, outcome, ctx.max_bad_records)
+    except ParseError as exc:  # its bytes proved it bad before it was hashed whole (ingest.load.early)
+        return _fail(ctx, outcome, str(exc), drop=_stale(entry, None))
     except Changed as exc:
         return _fail(ctx, outcome, str(exc))
     except OSError as exc:
         return _fail(ctx, outcome, f"cannot read: {exc.strerror or exc}")
     outcome.sha256 = sha = version.sha256
     outcome.size = version.size
-    pending = (entry.get("pending") or {}).get("sha256")
-    stale = [s for s in (pending, *entry.get("drop", ())) if s and s != sha and s != entry.get("sha256")]
+    stale = _stale(entry, sha)
     if not ctx.force and entry.get("status") == "loaded" and entry.get("sha256") == sha:
         _finish(ctx, key, {"mtime": version.mtime}, drop=stale)
         return _already_loaded(ctx, entry, outcome, "same sha256 as when it was loaded")
@@ -160,6 +163,12 @@ def _start_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutco
     return flight
 
 
+def _stale(entry: dict, sha: str | None) -> list[str]:
+    """The contents an interrupted load left to drop: pending or dropped, neither ``sha`` nor the loaded one."""
+    pending = (entry.get("pending") or {}).get("sha256")
+    return [s for s in (pending, *entry.get("drop", ())) if s and s != sha and s != entry.get("sha256")]
+
+
 def _queue_documents(ctx: FileContext, flight: InFlight) -> None:
     """Mark the entry ``loading`` with the version as ``pending``; parse and queue its documents."""
     o, version, fmt = flight.outcome, flight.version, flight.fmt
@@ -173,7 +182,7 @@ def _queue_documents(ctx: FileContext, flight: InFlight) -> None:
         ctx.writer.put(o.path, collection, docs, mode)
         ctx.claims.renew_due()
 
-    write_content(version, fmt, o, send, ctx.batch_size)
+    write_content(version, fmt, o, send, ctx.batch_size, ctx.max_bad_records)
     o.parsed = time.time()
     flight.written = ctx.writer.mark(o.path)
 
@@ -270,12 +279,13 @@ def _roll_back(ctx: FileContext, flight: InFlight, exc: BaseException) -> FileOu
 def dry_run(ctx: FileContext, path: Path, outcome: FileOutcome) -> FileOutcome:
     """Everything but the writes: read, hash, parse, build the documents."""
     try:
-        version = hash_version(str(path))
+        version = checked_version(str(path), version_of(str(path)).size, outcome, ctx.max_bad_records)
         outcome.size, outcome.sha256 = version.size, version.sha256
         fmt = parsers.detect(path)
         outcome.format = fmt.name
         started = time.perf_counter()
-        write_content(version, fmt, outcome, lambda collection, docs, mode: None, ctx.batch_size)
+        write_content(version, fmt, outcome, lambda collection, docs, mode: None, ctx.batch_size,
+                      ctx.max_bad_records)
         outcome.load_seconds = max(0.0, time.perf_counter() - started - outcome.parse_seconds)
     except ParseError as exc:
         if not outcome.errors:  # with bad records listed, exc is their summary

@@ -16,6 +16,15 @@ version.
 Files are opened without following a symbolic link in the last component: the
 ledger's key is the resolved path, so a file replaced by a link since it was
 found is not read through the link (:class:`Changed` again).
+
+A file that fails is not read to its end: hashing a file first would cost its
+whole size before a parser could say that its first MiB fails it (a sparse
+20 GB file of NUL bytes took 180 s).  So a pass that fails is checked by the
+file's size and modification time only, never drained; a big file's first
+bytes can be looked at before it is hashed (:func:`read_head`: a parser's
+look at them, up to a cap); and :func:`hash_version` hands each chunk it hashes
+to a ``watch`` that may prove the file bad as it goes (a NUL byte in JSON text,
+a ``-m 10`` line over its limit), ending the read there.
 """
 
 from __future__ import annotations
@@ -28,13 +37,14 @@ import os
 import stat as _stat
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from ingest.errors import InputError
 from ingest.fileio import GZIP_MAGIC, NotRegularFile, kind_of
 from ingest.load.records import version_order
 
-__all__ = ["Version", "Changed", "version_of", "hash_version", "read_pass", "read_small", "memory_stream"]
+__all__ = ["Version", "Changed", "version_of", "hash_version", "read_pass", "read_small", "memory_stream",
+           "read_head", "PastHead", "line_at"]
 
 _CHUNK = 1 << 20
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
@@ -112,8 +122,13 @@ class _Hashing(io.RawIOBase):
             self.size += n
         return n
 
-    def drain(self) -> None:
+    def drain(self, watch: Callable[[bytes, int], None] | None = None) -> None:
         while chunk := self._file.read(_CHUNK):
+            if watch is not None:
+                if self.size == 0 and chunk[:2] == GZIP_MAGIC:
+                    watch = None  # what it watches for is in the gunzipped bytes: the parser sees them
+                else:
+                    watch(chunk, self.size)
             self.digest.update(chunk)
             self.size += len(chunk)
 
@@ -128,12 +143,18 @@ class _Hashing(io.RawIOBase):
         super().close()
 
 
-def hash_version(key: str) -> Version:
-    """The file's version now, sha256 included (one read; :class:`Changed` if it moved meanwhile)."""
+def hash_version(key: str, watch: Callable[[bytes, int], None] | None = None) -> Version:
+    """The file's version now, sha256 included (one read; :class:`Changed` if it moved meanwhile).
+
+    ``watch(chunk, offset)`` sees each chunk of a file that is not gzip-compressed as it is hashed
+    (``offset``: of its first byte in the file) and may raise to end the read there."""
     raw = _Hashing(_open(key))
     try:
         st = os.fstat(raw.fileno())
-        raw.drain()
+        if watch is None:
+            raw.drain()
+        else:
+            raw.drain(watch)
         version = Version(key=key, size=st.st_size, mtime=st.st_mtime, mtime_ns=st.st_mtime_ns,
                           sha256=raw.digest.hexdigest())
         if raw.size != st.st_size or not version.same_stat(os.fstat(raw.fileno())):
@@ -158,27 +179,34 @@ def read_pass(version: Version) -> Iterator[BinaryIO]:
         try:
             yield handle
         except (InputError, OSError, EOFError) as exc:
-            _check(raw, version, exc)
+            _check_failed(raw, version, exc)
             raise
         _check(raw, version)
     finally:
         raw.close()
 
 
-def _check(raw: _Hashing, version: Version, cause: BaseException | None = None) -> None:
-    """Raise :class:`Changed` unless ``raw`` read, to its end, the bytes of ``version``."""
+def _check_failed(raw: _Hashing, version: Version, cause: BaseException) -> None:
+    """Raise :class:`Changed` in place of ``cause`` (a pass's failure) if the file's size or
+    modification time changed.  Its content is not read to the end to be compared: the failure
+    would cost the file's size whatever the bytes that proved it."""
     try:
-        raw.drain()
         now = os.fstat(raw.fileno())
     except OSError:
-        if cause is not None:
-            return
-        raise
-    if raw.digest.hexdigest() != version.sha256 or raw.size != version.size:
-        raise Changed(version.key, f"{raw.size:,} bytes read, not the {version.size:,} bytes hashed first"
-                      if raw.size != version.size else "its content is not the content hashed first") from cause
+        return
     if not version.same_stat(now):
         raise Changed(version.key, "its size or modification time changed while it was read") from cause
+
+
+def _check(raw: _Hashing, version: Version) -> None:
+    """Raise :class:`Changed` unless ``raw`` read, to its end, the bytes of ``version``."""
+    raw.drain()
+    now = os.fstat(raw.fileno())
+    if raw.digest.hexdigest() != version.sha256 or raw.size != version.size:
+        raise Changed(version.key, f"{raw.size:,} bytes read, not the {version.size:,} bytes hashed first"
+                      if raw.size != version.size else "its content is not the content hashed first")
+    if not version.same_stat(now):
+        raise Changed(version.key, "its size or modification time changed while it was read")
 
 
 def read_small(key: str, limit: int) -> tuple[Version, bytes] | None:
@@ -205,3 +233,59 @@ def memory_stream(data: bytes) -> BinaryIO:
     """A parser's handle on bytes read by :func:`read_small` (gunzipped as it is read)."""
     handle = io.BytesIO(data)
     return gzip.GzipFile(fileobj=handle, mode="rb") if data[:2] == GZIP_MAGIC else handle
+
+
+class PastHead(BaseException):
+    """A look at a file's first bytes (:func:`read_head`) went past its cap: it proved nothing.
+    A BaseException, so that no parser's handling of its own errors takes it for one."""
+
+
+class _Capped(io.RawIOBase):
+    """The first ``cap`` bytes of ``handle``; a read past them raises :class:`PastHead`."""
+
+    def __init__(self, handle: BinaryIO, cap: int):
+        self._handle = handle
+        self._left = cap
+        self.given = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        want = len(buffer)
+        if want > self._left:
+            if self._left == 0:
+                raise PastHead
+            want = self._left
+        data = self._handle.read(want)
+        n = len(data)
+        buffer[:n] = data
+        self._left -= n
+        self.given += n
+        return n
+
+    def tell(self) -> int:
+        return self.given
+
+
+@contextmanager
+def read_head(key: str, cap: int) -> Iterator[BinaryIO]:
+    """The file's first ``cap`` (gunzipped) bytes, for a parser's look before the file is hashed;
+    a read past them raises :class:`PastHead`.  ``tell()`` says how many bytes were given."""
+    fd = _open(key)
+    with os.fdopen(fd, "rb", buffering=0) as raw:
+        buffered = io.BufferedReader(raw, _CHUNK)
+        gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
+        handle = gzip.GzipFile(fileobj=buffered, mode="rb") if gzipped else buffered
+        yield _Capped(handle, cap)
+
+
+def line_at(key: str, offset: int) -> int:
+    """The line (1-based) of the byte at ``offset`` of the file ``key`` (a proof's place: as much is
+    read as the proof took)."""
+    lines, left = 1, offset
+    with os.fdopen(_open(key), "rb", buffering=0) as fh:
+        while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
+            lines += chunk.count(b"\n")
+            left -= len(chunk)
+    return lines

@@ -37,6 +37,7 @@ from ingest.inputs import LOADED_BY_ANOTHER
 from ingest.store.ledger import Ledger
 from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
+from ingest.load.content import MAX_BAD_RECORDS
 from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
 from ingest.load.indexes import add_written
 from ingest.load.keys import ensure_key_scheme
@@ -61,6 +62,7 @@ class LoadOptions:
     keep_indexes: bool = False
     progress: bool = True
     include_hidden: bool = False  # hidden files found in directories: loaded, not named as skipped
+    max_bad_records: int = MAX_BAD_RECORDS  # a record file fails at this many bad records (0: no bound)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ def _new_context(job: LoadJob, key: tuple) -> FileContext:
         claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
         ledger=Ledger(db, retry) if live else None,
         writer=PipelinedWriter(db, retry) if live else None,
-        batch_size=job.options.batch_size, force=job.options.force, dry_run=job.options.dry_run)
+        batch_size=job.options.batch_size, force=job.options.force, dry_run=job.options.dry_run,
+        max_bad_records=job.options.max_bad_records)
     return ctx
 
 
@@ -220,10 +223,10 @@ def _load_batches(ctx: FileContext, keys: list[str], new: set[str], outcomes: li
         if key not in new:
             rest.append(key)
             continue
-        prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS - held)
+        prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS - held, ctx.max_bad_records)
         if prepared is None and batch:  # it may fit a batch of its own
             flush()
-            prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS)
+            prepared = prepare(key, ctx.owner.label, BATCH_DOCUMENTS, ctx.max_bad_records)
         if prepared is None:
             rest.append(key)
             continue

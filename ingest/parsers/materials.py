@@ -4,7 +4,7 @@
 pretty-printed over many lines, or several concatenated), or JSON Lines (the
 caller gunzips ``.gz``) and yields one :class:`Record` per good record and one
 :class:`~ingest.errors.ParseError` per bad one, then carries on, so the caller
-can report every bad record.  JSON Lines and arrays are streamed: memory is
+can report the bad records (the loader stops at a bound of them).  JSON Lines and arrays are streamed: memory is
 bounded by the largest single record, not by the file.
 
 A :class:`Record` is neutral: where the record was, what it is, its natural key and
@@ -59,8 +59,12 @@ typed one (``{"material_id": "entry:mp-1"}`` is keyed ``entry%3Amp-1``, beside t
 ``entry:mp-1``), and ids without ``:`` or ``%`` (every Materials Project id) are their own key.
 Task ids key the ``tasks`` collection, which holds one kind: they are kept as given.
 
-Bad records are ParseErrors naming the record: invalid JSON or UTF-8, a value that is not
-an object, a record without the natural key its rule needs.  Whether a good record can be
+Bad records are ParseErrors naming the record: invalid JSON or UTF-8, a key twice in one
+object, a record too large to decode in memory (:mod:`ingest.parsers.json_text`), a value
+that is not an object, a record without the natural key its rule needs.  A record over
+:data:`MAX_RECORD_BYTES` is named as soon as the limit's bytes and one more are read without
+its end, and then nothing more is read: it is neither held nor skipped to its end (a line of
+gigabytes would be read whole for nothing: the file fails).  Whether a good record can be
 stored (nesting depth, lone surrogates) is for :mod:`ingest.documents.materials` to say.
 """
 
@@ -76,10 +80,12 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
 from ingest.errors import InputError, ParseError
+from ingest.parsers.json_text import decode, outside_strings, over_budget
 
 __all__ = ["Record", "classify", "read_records", "non_finite", "plain_key", "TYPED_KINDS", "PLAIN_TYPES"]
 
 CHUNK = 1 << 16
+CHECK_EVERY = 1 << 20  # a record under way in an array or object stream: its cost estimated at each MiB
 SNIFF_LINES = 5
 #: The largest record (its JSON text) read; a bigger one is refused before it is parsed or kept in
 #: memory.  MongoDB stores documents of at most 16 MiB of BSON.  ``SCI_INGEST_MAX_RECORD_BYTES``.
@@ -93,7 +99,6 @@ _REPORT_LINE = re.compile(rb"#\s*\S*?(?:fast[afmsxy]|tfast[fmsxy]|ssearch|ggsear
 _OTHER_FORMAT = ("a FASTA -m 10 report starts here, in a file read as JSON records: a file holds one format, "
                  "and one holding more is refused whole")
 _ENTRY_CLASSES = {"ComputedStructureEntry", "ComputedEntry", "GibbsComputedStructureEntry"}
-_ESCAPED_BYTES = re.compile("[\udc80-\udcff]")  # undecodable bytes under surrogateescape
 
 
 @dataclass(frozen=True)
@@ -268,44 +273,26 @@ def _record(raw: Any, number: int, source: str, start_line: int | None = None, t
                   warnings=non_finite(text, raw))
 
 
-def _loads(text: str) -> Any:
-    """json.loads, with every failure as a ParseError."""
-    bad = _ESCAPED_BYTES.search(text)
-    if bad:
-        raise ParseError("not valid UTF-8")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"invalid JSON: {exc.msg} at column {exc.colno}" + (
-            f" of line {exc.lineno} of the record" if exc.lineno > 1 else "")) from None
-    except RecursionError:
-        raise ParseError("invalid JSON: nested too deeply") from None
-    except ValueError as exc:  # an integer literal over Python's digit limit (sys.get_int_max_str_digits)
-        raise ParseError(f"a number too long to read: {str(exc).split(':')[0].lower()}") from None
+def _too_big(size: int | None) -> str:
+    """A record over the limit: of ``size`` bytes, or (None) of more, its end not met within them."""
+    what = f"record of {size:,} bytes" if size is not None else f"record of more than {MAX_RECORD_BYTES:,} bytes"
+    return (f"{what} is over the {MAX_RECORD_BYTES:,}-byte limit (MongoDB stores documents of at most 16 MiB; "
+            "SCI_INGEST_MAX_RECORD_BYTES)" + ("" if size is not None else "; the rest of the file is not read"))
 
 
-def _too_big(size: int) -> str:
-    return (f"record of {size:,} bytes is over the {MAX_RECORD_BYTES:,}-byte limit "
-            "(MongoDB stores documents of at most 16 MiB; SCI_INGEST_MAX_RECORD_BYTES)")
-
-
-def _bounded_lines(stream: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
-    """(line, size) per physical line; ``None`` for a line over the record limit, which is
-    skipped without being held in memory."""
+def _bounded_lines(stream: BinaryIO) -> Iterator[bytes | None]:
+    """Each physical line; then ``None`` and nothing more where a line is over the record limit:
+    known once the limit's bytes and one more are read without a line end, the line is neither held
+    nor skipped to its end (the file fails: what follows is not read)."""
     while True:
         line = stream.readline(MAX_RECORD_BYTES + 1)
         if not line:
             return
         if len(line) <= MAX_RECORD_BYTES or line.endswith(b"\n"):
-            yield line, len(line)
+            yield line
             continue
-        size = len(line)
-        while not line.endswith(b"\n"):
-            line = stream.readline(CHUNK)
-            if not line:
-                break
-            size += len(line)
-        yield None, size
+        yield None
+        return
 
 
 class _Prefixed(io.RawIOBase):
@@ -331,16 +318,16 @@ class _Prefixed(io.RawIOBase):
 
 
 def _read_lines(stream: BinaryIO, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
-    for number, (raw_line, size) in enumerate(_bounded_lines(stream), start=first_line):
+    for number, raw_line in enumerate(_bounded_lines(stream), start=first_line):
         if raw_line is None:
-            yield ParseError(_too_big(size), source=source, line=number)
-            continue
+            yield ParseError(_too_big(None), source=source, line=number)
+            return
         text = raw_line.strip()
         if not text:
             continue
         try:
             text = text.decode("utf-8")
-            value = _loads(text)
+            value = decode(text)
         except UnicodeDecodeError as exc:
             yield ParseError(f"not valid UTF-8 (byte {exc.start + 1})", source=source, line=number)
             continue
@@ -364,6 +351,7 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
     in_string = re.compile(r'["\\]')
     buf = ""
     lines_before = 0  # newlines in text already dropped from buf
+    counted = [0, 0]  # buf[:counted[0]] holds counted[1] newlines: each is counted once, not once a record
     eof = False
 
     def refill(keep_from: int) -> int:
@@ -373,12 +361,16 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
         if not chunk:
             eof = True
             return 0
-        lines_before += buf.count("\n", 0, keep_from)
+        line_of(keep_from)  # counts the newlines of what is dropped
+        lines_before += counted[1]
+        counted[0] = counted[1] = 0
         buf = buf[keep_from:] + chunk
         return keep_from
 
     def line_of(index: int) -> int:
-        return lines_before + buf.count("\n", 0, index) + 1
+        at, lines = counted if index >= counted[0] else (0, 0)
+        counted[0], counted[1] = index, lines + buf.count("\n", at, index)
+        return lines_before + counted[1] + 1
 
     def first_line_of(begin: int, end: int) -> int:
         piece = buf[begin:end]
@@ -390,7 +382,8 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
             refill(len(buf))
         pos = buf.index("[") + 1
     start, depth, quoted, number, closed = pos, (1 if array else 0), False, 0, False
-    over: tuple[int, int] | None = None  # (first line, bytes skipped) of a record over the limit
+    dropped_before = 0  # characters dropped from buf's start so far: start + it is a record's place in the text
+    checked = (-1, 0)  # (place, characters) of the record whose memory cost was last estimated
     while not closed:
         if quoted:
             m = in_string.search(buf, pos)
@@ -412,12 +405,9 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
                     depth += 1
                 elif array and depth == 1:
                     if ch in ",]":
-                        if over is None and at - start > MAX_RECORD_BYTES:
-                            over = (first_line_of(start, at), 0)
-                        if over is not None:
+                        if at - start > MAX_RECORD_BYTES:
                             number += 1
-                            yield _oversize(over, at - start, source, number)
-                            over = None
+                            yield _oversize(first_line_of(start, at), at - start, source, number)
                         elif buf[start:at].strip():
                             number += 1
                             yield number, first_line_of(start, at), buf[start:at]
@@ -432,11 +422,8 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
                     depth = max(depth - 1, 0)
                     if not array and depth == 0:
                         number += 1
-                        if over is None and pos - start > MAX_RECORD_BYTES:
-                            over = (first_line_of(start, pos), 0)
-                        if over is not None:
-                            yield _oversize(over, pos - start, source, number)
-                            over = None
+                        if pos - start > MAX_RECORD_BYTES:
+                            yield _oversize(first_line_of(start, pos), pos - start, source, number)
                         else:
                             yield number, first_line_of(start, pos), buf[start:pos]
                         start = pos
@@ -444,13 +431,18 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
             pos = len(buf)
         if eof:
             break
-        if over is None and len(buf) - start > MAX_RECORD_BYTES:
-            over = (first_line_of(start, len(buf)), 0)  # too big to keep: skip to its end, then say so
-        if over is not None:
-            over = (over[0], over[1] + pos - start)
-            start = pos
+        if len(buf) - start > MAX_RECORD_BYTES:  # no end within the limit: the file fails, read no further
+            yield _oversize(first_line_of(start, len(buf)), None, source, number + 1)
+            return
+        if len(buf) - start > (checked[1] if checked[0] == start + dropped_before else 0) + CHECK_EVERY:
+            checked = (start + dropped_before, len(buf) - start)  # a record's cost, known before its end
+            refused = over_budget(buf[start:], begun=True)
+            if refused:
+                yield ParseError(f"{refused}; the rest of the file is not read (starting line "
+                                 f"{first_line_of(start, len(buf))})", source=source, line=number + 1)
+                return
         dropped = refill(start)
-        pos, start = pos - dropped, start - dropped
+        pos, start, dropped_before = pos - dropped, start - dropped, dropped_before + dropped
     if closed:  # only whitespace may follow the array
         while not buf[pos:].strip() and not eof:
             dropped = refill(pos)
@@ -467,25 +459,23 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
         yield ParseError(f"{reason} (line {first_line_of(start, len(buf))})", source=source, line=number + 1)
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
-
-
-def _oversize(over: tuple[int, int], rest: int, source: str, number: int) -> ParseError:
-    line, skipped = over
-    return ParseError(f"{_too_big(skipped + rest)} (starting line {line})", source=source, line=number)
+def _oversize(line: int, size: int | None, source: str, number: int) -> ParseError:
+    return ParseError(f"{_too_big(size)} (starting line {line})", source=source, line=number)
 
 
 def _balanced(line: bytes) -> bool:
     """True if ``line`` closes every bracket it opens (strings skipped)."""
-    bare = _JSON_STRING.sub(b"", line)
-    if b'"' in bare:
-        return False  # a string left open
-    return bare.count(b"[") + bare.count(b"{") <= bare.count(b"]") + bare.count(b"}")
+    counts, string_open = outside_strings(line.decode("utf-8", "surrogateescape"), "[{]}")
+    if string_open:
+        return False
+    return counts["["] + counts["{"] <= counts["]"] + counts["}"]
 
 
 def _is_object_line(text: bytes) -> bool:
     if not (text.startswith(b"{") and text.endswith(b"}")):
         return False
+    if over_budget(text.decode("utf-8", "surrogateescape")):
+        return False  # not decoded to sniff: read as a record, it is refused with the reason
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -573,7 +563,7 @@ def _read_scanned(stream: BinaryIO, source: str, *, array: bool) -> Iterator[Rec
             continue
         number, line, element = item
         try:
-            value = _loads(element)
+            value = decode(element)
         except ParseError as exc:
             yield _error(exc.reason, source, number, line)
             continue
