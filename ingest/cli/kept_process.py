@@ -130,7 +130,8 @@ def _child(conn: socket.socket, fds: list[int], request: dict) -> None:
     except KeyboardInterrupt:  # Ctrl-C before the command began, or after it ended
         code = 130
         try:
-            print(f"interrupted (Ctrl-C) {'as the command ended' if began else 'before the command began: nothing was done'}",
+            when = "as the command ended" if began else "before the command began: nothing was done"
+            print(f"error: interrupted (Ctrl-C) {when}",
                   file=sys.stderr, flush=True)
         except BaseException:  # noqa: BLE001 - the child must reach os._exit, whatever happened
             pass
