@@ -12,20 +12,22 @@ from __future__ import annotations
 import argparse
 
 from ingest.cli.common import cmd_run
+from ingest.cli.options import typed
+from ingest.config import Number
 from ingest.errors import Exit, UsageError
 from ingest.report import dumps, table
-from analytics.registry import UnknownAnalysis, all_analyses, select_analyses
+from analytics.registry import UnknownAnalysis, select_analyses
 
 __all__ = ["register", "cmd_analyze", "cmd_validate", "cmd_report", "cmd_bench"]
 
 
 def cmd_analyze(args) -> int:
-    if args.list:
-        return _list_analyses(all_analyses(), args.json)
     try:
-        select_analyses(args.names)  # before any server or cluster starts
+        chosen = select_analyses(args.names)  # before any server or cluster starts (and --list)
     except UnknownAnalysis as exc:
         raise UsageError(str(exc)) from exc
+    if args.list:
+        return _list_analyses(chosen, args.json)
     return cmd_run(args, steps=("analyze",), analyses=args.names or None)
 
 
@@ -62,9 +64,10 @@ def register(add, common) -> None:
             "  sci-ingest analyze --changed         only what the files loaded since the last analysis changed\n"
             "  DASK_SCHEDULER_ADDRESS=tcp://sched:8786 sci-ingest analyze --json\n"
             "\nan unknown analysis name exits 64 and lists the known ones\n",
-            here={Exit.USAGE: "an unknown analysis name (the known ones are listed)"})
+            here={Exit.USAGE: "an unknown analysis name, with --list too (the known ones are listed)"})
     p.add_argument("names", nargs="*", metavar="NAME", help="analyses to run (default: all; see --list)")
-    p.add_argument("--list", action="store_true", help="list the analyses with their source and output, run nothing")
+    p.add_argument("--list", action="store_true",
+                   help="list the analyses (those named, else all) with their source and output, run nothing")
     p.add_argument("--changed", action="store_true",
                    help="only the groups of the files loaded since each analysis last ran, where the analysis "
                         "allows it (else its whole source); each says which")
@@ -92,8 +95,8 @@ def register(add, common) -> None:
                   Exit.USAGE: "--run names a run that is not recorded, or --runs is below 1"})  # fmt: skip
     p.add_argument("--run", help="run id (default: the most recent run that loaded, analyzed or validated)")
     p.add_argument("--out", metavar="DIR", help="folder for index.html (default: <home>/out/report)")
-    p.add_argument("--runs", type=int, default=10, metavar="N",
-                   help="how many runs, up to this one, the throughput plot spans (default 10)")
+    p.add_argument("--runs", type=typed(Number("runs", least=1)), default=10, metavar="N",
+                   help="how many runs, up to this one, the throughput plot spans: at least 1 (default 10)")
 
     p = add("bench", cmd_bench, "the source studies' experiments: run one, list them, or report every stored run",
             "examples:\n  sci-ingest bench list\n  sci-ingest bench workers            --quick (the default): "

@@ -11,13 +11,12 @@ measures the step and not the workers' imports.  Nothing here knows any analysis
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import types
 from contextlib import contextmanager
 from typing import Iterator
 
-from ingest.config import default_workers
+from ingest.config import default_workers, setting
 from ingest.errors import AnalysisError, ConfigError
 from ingest.fileio import library_messages_again, stderr_line
 from ingest.tls import TLS_ENV, client_security, plain_tcp_risk
@@ -82,7 +81,7 @@ def _connect(Client, address: str, tls_dir: str | None):
     risk = plain_tcp_risk(address)
     if risk:
         stderr_line(f"warning: {risk}")
-    folder = tls_dir if tls_dir is not None else os.environ.get(TLS_ENV, "").strip()
+    folder = tls_dir if tls_dir is not None else str(setting(TLS_ENV) or "")
     security = client_security(folder)
     if address.startswith("tls://") and security is None and not dask_tls_configured():
         raise ConfigError(f"the Dask scheduler {address} speaks TLS: give sci-ingest a client certificate "

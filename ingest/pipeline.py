@@ -357,8 +357,8 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             # a full disk cannot take a rollback either: the next run finishes it, once there is room
             gone = isinstance(stopped.cause, DiskFull) or (conn.server_pid is not None
                                                            and not process_alive(conn.server_pid))
-            if not gone and isinstance(stopped.cause, ServerUnavailable):
-                gone = ping(conn.uri) is None  # its retry window is spent: no second one for the rollback
+            if not gone and (stopped.interrupted or isinstance(stopped.cause, ServerUnavailable)):
+                gone = ping(conn.uri) is None  # its retry window is spent, or stopped: none for the rollback
             if not gone:  # a server that exited or does not answer cannot be asked: the next run finishes it
                 stopped.roll_back()
             report.load, report.resume = stopped.summary, stopped.resume

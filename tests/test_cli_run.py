@@ -192,9 +192,9 @@ def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_c
 def test_small_work_must_be_a_count(tmp_path):
     proc, _ = sci_ingest("validate", env_extra={"SCI_INGEST_HOME": str(tmp_path / "state"),
                                                  "SCI_INGEST_SMALL_WORK": "lots"}, check_json=False)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines() == ["error: SCI_INGEST_SMALL_WORK must be a number of documents (0 or more), "
-                                                "not 'lots'"]
+    assert proc.returncode == 64  # a bad setting: before any work (issue 42)
+    assert proc.stderr.strip().splitlines() == ["error: SCI_INGEST_SMALL_WORK must be a whole number of documents, "
+                                                "0 or more, not 'lots'"]
 
 
 def test_server_subcommand_shares_one_embedded_server(tmp_path):

@@ -124,7 +124,7 @@ def test_a_bad_cache_size_starts_no_server(tmp_path, how):
     args, idle = (["server", "start"], "600") if how == "server start" else (["timings"], "600" if how == "per-home" else "0")
     done = _cli(home, *args, idle=idle, **{CACHE_ENV: "lots"})
     try:
-        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert done.returncode == 64, (done.stdout, done.stderr)  # a bad setting, before any work (issue 42)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and CACHE_ENV in lines[0] and "'lots'" in lines[0], done.stderr
         assert holder(home / "db") is None and not (home / "server.json").exists()

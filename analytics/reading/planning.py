@@ -34,7 +34,6 @@ cheaply still work, planning with a full ``$sample``.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -42,6 +41,7 @@ from typing import Any, Iterable
 from bson import MaxKey, MinKey
 
 from ingest.schema import Column, Schema
+from ingest.config import SETTINGS, Choice, setting
 from ingest.errors import ConfigError
 from ingest.query.plan import server_of
 from ingest.store.ledger import Ledger
@@ -58,7 +58,7 @@ __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "RE
            "document_weight", "stored_bytes_per_document",
            "WHOLE_DOCUMENT_BYTES"]
 
-READ_MODES = ("auto", "ranges", "stream")
+READ_MODES = SETTINGS["SCI_INGEST_READ_MODE"].type.choices
 #: Default partitioning: 2 partitions per Dask thread so every worker has work,
 #: none smaller than MIN_ROWS_PER_PARTITION documents (each partition costs a
 #: query and a task), and none larger than MAX_ROWS_PER_PARTITION (a partition
@@ -250,11 +250,12 @@ def stored_bytes_per_document(db, collection: str, contents: list[str] | None = 
 
 
 def read_mode(mode: str | None = None) -> str:
-    chosen = (mode or os.environ.get("SCI_INGEST_READ_MODE") or "auto").strip().lower()
-    if chosen not in READ_MODES:
-        raise ConfigError(f"read mode must be one of {', '.join(READ_MODES)}, not {chosen!r} "
-                          f"(SCI_INGEST_READ_MODE)")
-    return chosen
+    if not mode:
+        return setting("SCI_INGEST_READ_MODE")
+    try:
+        return Choice(READ_MODES).parse(mode)
+    except ValueError as exc:
+        raise ConfigError(f"read mode must be {exc}, not {mode!r}") from None
 
 
 def plan_reads(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 
-from ingest.config import env_number
+from ingest.config import setting
 from analytics.validation.results import STATUS_FAILED, STATUS_PASSED, STATUS_WARNINGS, SuiteResult, failing
 from ingest.store.catalog import ANALYSIS_STATE, HITS, HOLDING, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
 
@@ -113,7 +113,7 @@ def references(db, entries: list[dict]) -> list[dict]:
 
 def fresh_within() -> float | None:
     """``SCI_INGEST_FRESH_WITHIN_HOURS`` as hours (None when unset); ConfigError, one line, for a bad value."""
-    return env_number(FRESH_ENV, None, positive=True, meaning="a positive number of hours")
+    return setting(FRESH_ENV)
 
 
 def freshness(db, now: dt.datetime) -> list[dict]:

@@ -112,7 +112,8 @@ def _embedded_uri(settings, log) -> str:
 
 
 def run_local(settings, port: int = DEFAULT_PORT, log=print) -> int:
-    """Run Airflow until Ctrl-C (or SIGTERM); returns the exit code."""
+    """Run Airflow until Ctrl-C (or SIGTERM), which stops its components and goes on (the command
+    exits 130, as every command so stopped); returns the exit code of a component that ended first."""
     mongo_uri = settings.mongo_uri or _embedded_uri(settings, log)
     env = airflow_env(settings.state_dir, port, mongo_uri)
     airflow = str(Path(sys.executable).parent / "airflow")
@@ -146,7 +147,7 @@ def run_local(settings, port: int = DEFAULT_PORT, log=print) -> int:
             time.sleep(1)
     except KeyboardInterrupt:
         log("stopping Airflow ...")
-        return 0
+        raise
     finally:
         _stop(procs)
 

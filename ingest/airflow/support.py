@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlencode
 
-from ingest.config import NO_DATABASE, begin_command, parse_flag
+from ingest.config import NO_DATABASE, begin_command, parse_flag, setting
 from ingest.errors import ConfigError, InputError, ValidationFailed
 
 MONGODB_URI_ENV = "MONGODB_URI"
@@ -177,7 +177,7 @@ def collection_asset(collection: str, db_name: str | None = None):
     """The Airflow Asset of a data collection: ``sci-ingest://<db>/<collection>``."""
     from airflow.sdk import Asset  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
 
-    db = db_name or os.environ.get("SCI_INGEST_DB") or "sci_ingest"
+    db = db_name or setting("SCI_INGEST_DB")
     return Asset(name=f"{db}.{collection}", uri=f"sci-ingest://{db}/{collection}", group="sci-ingest")
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 
+from ingest.cli.options import typed
+from ingest.config import Number
 from ingest.errors import ConfigError, Exit, UsageError
 from ingest.report import dumps
 from ingest.tls import files_of, make_certificates
 
 __all__ = ["register"]
+
+#: How long the certificates are valid: 100 years at most (X.509 dates end in 9999; Python's in 9999 too).
+DAYS = Number("days", least=1, most=36_500)
 
 
 def register(add, common: argparse.ArgumentParser) -> None:
@@ -22,11 +27,11 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "client certificates with their keys (readable by you only), each naming the --host values\n"
             "and localhost.  Prints the `dask scheduler` and `dask worker` options that use them; sci-ingest\n"
             "shows the client certificate of $SCI_INGEST_DASK_TLS to a tls:// scheduler (docs/cluster.md).\n",
-            db=False, here={Exit.USAGE: "DIR holds a CA already, or --days is below 1"})
+            db=False, here={Exit.USAGE: f"DIR holds a CA already, or --days is not {DAYS.range()}"})
     p.add_argument("folder", metavar="DIR", help="folder for the files (created; must not hold a ca.pem)")
     p.add_argument("--host", action="append", default=[], metavar="NAME",
                    help="a host name or address the scheduler or a worker is reached by (repeatable)")
-    p.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    p.add_argument("--days", type=typed(DAYS), default=365, help=f"validity in days, {DAYS.range()} (default 365)")
 
 
 def cmd_certs(args) -> int:

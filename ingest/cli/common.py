@@ -5,9 +5,13 @@ too).  What the parser needs is in :mod:`ingest.cli.options`.
 
 from __future__ import annotations
 
-from ingest.config import Settings, default_workers, parse_write_concern
-from ingest.errors import ConfigError, UsageError
-from ingest.fileio import stderr_line
+import os
+
+from ingest.cli.options import FORMATS
+from ingest.config import Settings, default_workers, most_workers, parse_write_concern
+from ingest.errors import ConfigError, Exit, UsageError
+from ingest.fileio import printable, stderr_line
+from ingest.parsers import data_file_suffixes
 from ingest.report import dumps, render_run
 
 __all__ = ["settings_from", "print_report", "load_options", "cmd_run"]
@@ -39,8 +43,10 @@ def load_options(args, settings):
         return None
     from ingest.load import LoadOptions  # noqa: PLC0415 - lazy: ingest.load imports pymongo (0.3 s); --help must not pay it
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    if args.workers is not None and args.workers > 1 and not settings.dask_scheduler:  # a LocalCluster of them
+        most, cap = most_workers()
+        if args.workers > most:
+            raise UsageError(f"--workers {args.workers} is more than this machine takes: at most {most} ({cap})")
     try:
         write_concern = parse_write_concern(args.write_concern) if args.write_concern else None
     except ConfigError as exc:  # a --write-concern that does not parse: the command line is wrong
@@ -59,13 +65,32 @@ def follows_changes(args) -> bool:
     return getattr(args, "changed", False)
 
 
+def holds_data(folder: str, suffixes: tuple[str, ...]) -> bool:
+    """Whether a file named like data (``suffixes``) lies anywhere below ``folder``, hidden or not
+    (a hidden one is named as skipped, not ignored): the walk stops at the first."""
+    return any(name.endswith(suffixes) for _, _, names in os.walk(folder) for name in names)
+
+
+def nothing_to_load(paths: list[str]) -> str | None:
+    """The one line saying that ``paths`` hold nothing to load (each a folder without a data file:
+    exit 1, before any work), else None (a file, or a path that does not exist, is named by the load)."""
+    suffixes = data_file_suffixes()
+    if paths and all(os.path.isdir(p) and not holds_data(p, suffixes) for p in paths):
+        return f"nothing to load: no data file in {', '.join(map(printable, paths))} (load reads {FORMATS})"
+    return None
+
+
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
     from ingest.pipeline import run  # noqa: PLC0415 - lazy: Dask and pymongo (about a second); --help must not pay them
 
     settings = settings_from(args)
+    options = load_options(args, settings)  # a bad one: exit 64, before anything else is looked at
+    empty = nothing_to_load(getattr(args, "paths", None) or [])
+    if empty is not None:
+        stderr_line(f"error: {empty}")
+        return Exit.FATAL
     report = run(settings, getattr(args, "paths", None) or None, steps=steps, analyses=analyses,
-                 load_options=load_options(args, settings), incremental=follows_changes(args),
-                 log=stderr_line)
+                 load_options=options, incremental=follows_changes(args), log=stderr_line)
     return print_report(report, getattr(args, "json", False))
 
 

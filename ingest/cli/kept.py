@@ -46,7 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest.errors import Exit
+from ingest.config import SETTINGS, setting
+from ingest.errors import ConfigError, Exit
 from ingest.fileio import stderr_line
 
 __all__ = ["KEEP_ENV", "IDLE_ENV", "DEFAULT_IDLE_S", "COMMANDS", "VOLATILE", "LENGTH", "INT", "enabled", "key",
@@ -54,7 +55,7 @@ __all__ = ["KEEP_ENV", "IDLE_ENV", "DEFAULT_IDLE_S", "COMMANDS", "VOLATILE", "LE
 
 KEEP_ENV = "SCI_INGEST_KEEP"
 IDLE_ENV = "SCI_INGEST_KEEP_IDLE"
-DEFAULT_IDLE_S = 600.0
+DEFAULT_IDLE_S = SETTINGS[IDLE_ENV].default
 #: The commands a kept process serves: those whose start is mostly imports.
 COMMANDS = frozenset({"run", "load", "analyze", "validate", "query", "export", "timings", "report"})
 #: Variables a shell or make sets on its own, left out of the key (modules do not read them at
@@ -68,7 +69,11 @@ INT = struct.Struct("!i")
 
 # ------------------------------------------------------------------ the caller's side
 def enabled(env=os.environ) -> bool:
-    return env.get(KEEP_ENV, "1").strip() not in ("0", "", "no", "off", "false")
+    """Whether ``SCI_INGEST_KEEP`` lets commands start in a kept process (a bad value: not)."""
+    try:
+        return setting(KEEP_ENV, env)
+    except ConfigError:  # said by the command itself (ingest.cli.main), which runs in a process of its own
+        return False
 
 
 def command_of(argv: list[str]) -> str | None:

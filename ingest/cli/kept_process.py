@@ -29,8 +29,9 @@ import traceback
 from pathlib import Path
 
 from ingest import plugins
-from ingest.cli.kept import DEFAULT_IDLE_S, IDLE_ENV, INT, LENGTH, key, read_exact
+from ingest.cli.kept import IDLE_ENV, INT, LENGTH, key, read_exact
 from ingest.cli.main import main as command_main
+from ingest.config import setting
 from ingest.dates import command_began
 
 __all__ = ["main"]
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     inode = (st.st_dev, st.st_ino)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    idle_s = float(os.environ.get(IDLE_ENV, "") or DEFAULT_IDLE_S)
+    idle_s = setting(IDLE_ENV)
     children: set[int] = set()
     last, checked = time.monotonic(), time.monotonic()
     while not stop:

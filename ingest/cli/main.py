@@ -26,9 +26,9 @@ import threading
 
 from ingest import plugins
 from ingest.cli import certs, kept, query, shard
-from ingest.cli.options import EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, add_load_options, exit_codes
+from ingest.cli.options import DB_NAME, EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, PORT, add_load_options, exit_codes
 from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
-from ingest.config import begin_command
+from ingest.config import DbName, bad_settings, begin_command
 from ingest.dates import command_began, process_started
 from ingest.fileio import one_line_messages, stderr_line
 
@@ -91,7 +91,8 @@ def build_parser(with_plugins: bool = True) -> Parser:
     """The whole command line; ``with_plugins=False``: ``ingest``'s own commands only (no plugin loaded)."""
     database = Parser(add_help=False)  # the options of the commands that use a database
     database.add_argument("--mongo-uri", help="MongoDB URI (default: $MONGODB_URI, else the embedded SecantusDB)")
-    database.add_argument("--db", help="database name (default: $SCI_INGEST_DB or sci_ingest)")
+    database.add_argument("--db", type=DB_NAME, help=f"database name: {DbName().range()} (default: $SCI_INGEST_DB "
+                                                     "or sci_ingest)")
     database.add_argument("--no-embedded", action="store_true",
                           help="never start or use the embedded server: without --mongo-uri or $MONGODB_URI, "
                                "fail at once (default: $SCI_INGEST_NO_EMBEDDED)")
@@ -118,6 +119,7 @@ def build_parser(with_plugins: bool = True) -> Parser:
             p.add_argument("-q", "--quiet", action="store_true", help=quiet)
         if func is not None:
             p.set_defaults(func=func)
+        p.set_defaults(parser=p)  # the innermost command's parser: it says what the command line lacks
         return p
 
     p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
@@ -178,8 +180,10 @@ def build_parser(with_plugins: bool = True) -> Parser:
             "  sci-ingest airflow --port 8795 --mongo-uri mongodb://db:27017/\n"
             "\nAIRFLOW_HOME is <home>/airflow; without a URI the embedded server is started once and given to\n"
             "the tasks as the mongo_default connection.\n",
-            json=None)
-    p.add_argument("--port", type=int, default=8080, help="the UI's and API's port on 127.0.0.1 (default 8080)")
+            json=None, here={Exit.INTERRUPTED: "stopped by Ctrl-C or SIGTERM, its way to end: every Airflow "
+                                               "component stopped"})
+    p.add_argument("--port", type=PORT, default=8080, help="the UI's and API's port on 127.0.0.1, 1 to 65535 "
+                                                          "(default 8080)")
 
     shard.register(add, database)
     query.register(add, database)
@@ -208,7 +212,7 @@ def _add_server(add) -> None:
             "  sci-ingest server start --auth\n  export MONGODB_URI=$(sci-ingest server start --json | jq -r .uri)\n"
             "\nA server already running (a command's per-home server too) is kept and reported.\n",
             db=False, under=verbs)
-    p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--port", type=PORT, help="the port, 1 to 65535 (default: a free one)")
     p.add_argument("--auth", action="store_true",
                    help="require SCRAM authentication from now on (creates an administrator whose password "
                         "is kept in <home>/credentials.json, 0600)")
@@ -226,7 +230,7 @@ def _add_server(add) -> None:
             db=False, under=verbs)
     p.add_argument("name", metavar="NAME", help="the new user's name")
     p.add_argument("--read-only", action="store_true", help="the user may read, not write")
-    p.add_argument("--db", help="the database the user gets (default: $SCI_INGEST_DB or sci_ingest)")
+    p.add_argument("--db", type=DB_NAME, help="the database the user gets (default: $SCI_INGEST_DB or sci_ingest)")
 
 
 def _version() -> str:
@@ -258,8 +262,22 @@ def _needs_plugins(argv: list[str]) -> bool:
     return command not in OWN_COMMANDS
 
 
+def _stop(exc: KeyboardInterrupt):
+    """Raise ``exc``, a stop; a wait between retries ends at once and none begins
+    (:func:`ingest.store.mongo.stop_retrying`): the stop is acted on now, not when the retry window
+    ends.  Nothing retries before pymongo is imported."""
+    store = sys.modules.get("ingest.store.mongo")
+    if store is not None:
+        store.stop_retrying(exc)
+    raise exc
+
+
+def _ctrl_c(signum, frame) -> None:
+    _stop(KeyboardInterrupt())
+
+
 def _stop_like_ctrl_c(signum, frame) -> None:
-    raise Interrupted(signum)  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
+    _stop(Interrupted(signum))  # SIGTERM (Airflow, timeout, systemd): roll back, stop the server, say how to resume
 
 
 def _end_operations() -> None:
@@ -303,13 +321,20 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser(with_plugins=_needs_plugins(argv)).parse_args(argv)
+        args = _parse(argv)
     except SystemExit as exc:  # --help, --version, or a usage error (Parser.error): argparse has said all
         return exc.code if isinstance(exc.code, int) else Exit.OK
     except BrokenPipeError:  # `sci-ingest --help | head`
         return Exit.OK
+    bad = bad_settings()  # every SCI_INGEST_* setting of its declared type and range, before any work
+    if bad:
+        for line in bad:
+            stderr_line(f"error: {line}")
+        return Exit.USAGE
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored (`cmd &`)
+            signal.signal(signal.SIGINT, _ctrl_c)
     begin_command()  # its clients' app name on the server: what _end_operations looks for
     if args.command != "parse":  # what libraries say: one line each (parse logs nothing: its start-up stays light)
         one_line_messages()
@@ -351,9 +376,11 @@ def run() -> None:
     """
     argv = sys.argv[1:]
     started = process_started()
-    code = kept.run_kept(argv, started)
+    bad = bad_settings()  # said by main() below, in a process of its own
+    code = None if bad else kept.run_kept(argv, started)
     if code is None:
-        kept.start_for_next(argv, dict(os.environ))  # it imports while this command runs
+        if not bad:
+            kept.start_for_next(argv, dict(os.environ))  # it imports while this command runs
         command_began(started)
         code = main(argv)
     for stream in (sys.stdout, sys.stderr):

@@ -1,8 +1,8 @@
 """What the parser of ``sci-ingest`` needs: the table of exit codes as ``--help`` prints it, shared
-help texts and options.
+help texts and options, and the declared type and range of each numeric option (:func:`typed`).
 
-Light on purpose (argparse, and the exit codes of :mod:`ingest.errors`): :mod:`ingest.cli.main`
-imports it at every start.
+Light on purpose (argparse, the exit codes of :mod:`ingest.errors`, the declared types of
+:mod:`ingest.config`): :mod:`ingest.cli.main` imports it at every start.
 """
 
 from __future__ import annotations
@@ -10,9 +10,32 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from ingest.config import MOST_WORKERS_PER_CORE, DbName, Number
 from ingest.errors import EXIT_MEANINGS, Exit
 
-__all__ = ["EPILOG_MAIN", "EXIT_TABLE", "exit_codes", "JSON_HELP", "add_load_options", "HIDDEN_HELP", "FORMATS"]
+__all__ = ["EPILOG_MAIN", "EXIT_TABLE", "exit_codes", "JSON_HELP", "add_load_options", "HIDDEN_HELP", "FORMATS",
+           "typed", "DB_NAME", "PORT", "WORKERS", "RETRY_FOR"]
+
+
+def typed(kind: Number | DbName):
+    """An argparse ``type=`` reading an option's value as ``kind`` (a :class:`~ingest.config.Number`'s
+    range, a database name): anything else is the option's usage error, exit 64, naming what it must be."""
+
+    def read(text: str):
+        try:
+            return kind.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"must be {exc}, not {text!r}") from None
+
+    read.__name__ = type(kind).__name__.lower()
+    return read
+
+
+#: The declared type and range of the options that several commands share.
+DB_NAME = typed(DbName())
+PORT = typed(Number(noun="a TCP port", least=1, most=65535))
+WORKERS = typed(Number("worker processes", least=1))
+RETRY_FOR = typed(Number("seconds", integer=False))
 
 
 def _exit_table() -> str:
@@ -65,15 +88,18 @@ HIDDEN_HELP = ("also read hidden files and walk hidden directories (names starti
 
 def add_load_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="reload files even if the ledger has them")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="worker processes loading files (default: the machine's cores; 1: in this process)")
+    p.add_argument("--workers", type=WORKERS, metavar="N",
+                   help=f"worker processes loading files, at least 1, at most {MOST_WORKERS_PER_CORE} per core and "
+                        "what the open-files limit allows (default: the machine's cores; 1: in this process; "
+                        "with --scheduler: the cluster's workers)")
     p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS or a LocalCluster)")
     p.add_argument("--write-concern", metavar="SPEC",
                    help="w=1|majority|N, j=true|false, wtimeout=MS, comma-separated (default: the URI's, "
                         "else the server's); w=0 is refused")
-    p.add_argument("--retry-for", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--retry-for", type=RETRY_FOR, default=60.0, metavar="SECONDS",
                    help="retry each operation through network errors, restarts and elections for this "
-                        "long (default 60; 0: no retries)")
+                        "long: a finite number, 0 or more (default 60; 0: no retries); Ctrl-C or SIGTERM ends "
+                        "a wait at once")
     p.add_argument("--keep-indexes", action="store_true",
                    help="keep the query indexes up during a bulk load instead of building them after it")
     p.add_argument("--dry-run", action="store_true", help="read, parse and build every document, write nothing")

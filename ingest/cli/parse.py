@@ -61,6 +61,11 @@ def cmd_parse(args) -> int:
         stderr_line(f"warning: {message}")
 
     names, refused, skipped = _parse_inputs(args.files, args.include_hidden)
+    if not (names or refused or skipped):  # folders without a -m 10 file: nothing to work on
+        suffixes = ", ".join(parsers.get("pasta").suffixes)
+        stderr_line(f"error: nothing to parse: no -m 10 file ({suffixes}; .gz too) in "
+                    f"{', '.join(map(printable, args.files))}")
+        return Exit.FATAL
     for named in refused:
         failed += 1
         stderr_line(f"error: {named.shown}: {named.reason}")

@@ -18,6 +18,8 @@ import json
 import os
 import re
 
+from ingest.cli.options import typed
+from ingest.config import Number
 from ingest.errors import Exit
 from ingest.fileio import printable, stderr_line
 
@@ -33,6 +35,8 @@ the --where language (docs/querying.md):
   --fields-list`), or a raw document path in backquotes
 """
 #: What a bad query means for query and export (exit 64).
+#: Documents an export reads and holds in one batch.
+BATCH = Number("documents", least=1, most=100_000)
 BAD_QUERY = ("an unknown collection or field, a bad --where (the column is named), a --filter operator off the "
              "allow-list ($where, $function, $accumulator, $expr, ...)")
 
@@ -243,8 +247,6 @@ def cmd_export(args) -> int:
     spec = _spec(args, curated, default_fields=tuple(f.name for f in curated.fields))
     fmt = args.format
     out = args.out or f"{curated.name}.{fmt}"
-    if args.batch_size is not None and args.batch_size < 1:
-        raise QueryError("--batch-size", f"must be at least 1, not {args.batch_size}")
     _check_out(args.out)
     if not args.out and os.path.lexists(out) and not args.force:
         raise QueryError("export", f"{printable(out)} exists and no --out names it: nothing written; give --out "
@@ -351,7 +353,8 @@ def register(add, common: argparse.ArgumentParser) -> None:
     _query_options(p)
     p.add_argument("--format", choices=["parquet", "arrow", "csv"], default="parquet",
                    help="parquet (default), arrow (Arrow IPC file, Feather v2) or csv")
-    p.add_argument("--batch-size", type=int, metavar="N", help="documents per batch read (default 2000)")
+    p.add_argument("--batch-size", type=typed(BATCH), metavar="N", help=f"documents per batch read, {BATCH.range()} "
+                   "(default 2000)")
     p.add_argument("--force", action="store_true", help="without --out: replace an existing COLLECTION.FORMAT "
                    "(refused otherwise, exit 64); a file --out names is always replaced")
     _descending_sort_values(p)

@@ -12,7 +12,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from ingest.cli.options import typed
+from ingest.config import Number
 from ingest.errors import Exit, UsageError
+
+#: The declared type and range of the options (:func:`ingest.cli.options.typed`).
+SEED = typed(Number(noun="a 32-bit signed integer", least=-(2**31), most=2**31 - 1))
+_SHARDS = Number("shards", least=1, most=1024)
+SHARDS = typed(_SHARDS)
+_KEYS = Number("keys", least=1, most=1_000_000)
+_CHUNK_MB = Number("MB", least=1, most=1024, integer=False)
 
 __all__ = ["register", "cmd_hash", "cmd_shard", "cmd_shard_plan"]
 
@@ -21,8 +30,6 @@ def cmd_hash(args) -> int:
     """One signed 64-bit decimal per value: argument values, else one value per line of stdin."""
     from ingest.sharding.hashkey import hash64, parse_value  # noqa: PLC0415 - lazy: hashlib, decimal (14 modules); parse and --help must not pay them
 
-    if not -(2**31) <= args.seed < 2**31:
-        raise UsageError(f"--seed is a 32-bit signed integer, not {args.seed}")
     if args.values:
         items = ((f"argument {i}", text) for i, text in enumerate(args.values, 1))
     else:
@@ -84,14 +91,12 @@ def cmd_shard_plan(args) -> int:
     from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as KEYS
     from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as KEYS
 
-    if args.shards < 1:
-        raise UsageError(f"--shards must be at least 1, not {args.shards}")
     wanted = args.collection or list(KEYS)
     unknown = [c for c in wanted if c not in KEYS]
     if unknown:
         raise UsageError(f"no shard key for {', '.join(unknown)}; collections: {', '.join(KEYS)}")
     settings = settings_from(args)
-    chunk_bytes = int(args.chunk_mb * 2**20) if args.chunk_mb else DEFAULT_CHUNK_BYTES
+    chunk_bytes = int(args.chunk_mb * 2**20) if args.chunk_mb is not None else DEFAULT_CHUNK_BYTES
     plans, skipped = [], []
     with database(settings) as conn:
         version = version_tuple(args.server_version or conn.info.version)
@@ -151,7 +156,7 @@ def register(add, common: argparse.ArgumentParser) -> None:
                                 "or argument N: reason); the others were printed, one line each, in order",
                   Exit.USAGE: "--seed is not a 32-bit signed integer"})
     p.add_argument("values", nargs="*", metavar="VALUE", help="Extended JSON values (default: lines of stdin)")
-    p.add_argument("--seed", type=int, default=0, help="hash seed, a 32-bit signed integer (default 0, what "
+    p.add_argument("--seed", type=SEED, default=0, help="hash seed, a 32-bit signed integer (default 0, what "
                    "hashed indexes and shard keys use)")
 
     p = add("shard", cmd_shard, "shard the data collections on hashed keys through mongos (--dry-run: print the "
@@ -165,7 +170,7 @@ def register(add, common: argparse.ArgumentParser) -> None:
                   Exit.PARTIAL: "a collection was refused (sharded on another key, not empty), each named on "
                                 "stderr; the others were sharded"})
     p.add_argument("--dry-run", action="store_true", help="print the command documents, send nothing")
-    p.add_argument("--shards", type=int, metavar="N", help="--dry-run off a mongos: plan for N shards")
+    p.add_argument("--shards", type=SHARDS, metavar="N", help=f"--dry-run off a mongos: plan for N shards ({_SHARDS.range()})")
     p.add_argument("--server-version", metavar="X.Y", help="--dry-run: plan for this MongoDB version "
                    "(default: the server's)")
 
@@ -174,13 +179,15 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "examples:\n  sci-ingest shard-plan --shards 4\n  sci-ingest shard-plan --shards 8 --collection hits --json\n"
             "  sci-ingest shard-plan --shards 4 --generate 1000000 --png plan.png   sequential keys, no data needed\n",
             here={Exit.FATAL: "no collection holds documents: nothing to plan (load first, or --generate N)",
-                  Exit.USAGE: "--collection names a collection without a shard key, or --shards is below 1"})
-    p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+                  Exit.USAGE: "--collection names a collection without a shard key, or --shards, --generate or "
+                              "--chunk-mb is out of its range"})
+    p.add_argument("--shards", type=SHARDS, required=True, metavar="N", help=f"number of shards, {_SHARDS.range()}")
     p.add_argument("--collection", action="append", metavar="NAME",
                    help="a collection to plan (repeatable; default: every data collection)")
-    p.add_argument("--generate", type=int, metavar="N", help="plan N generated sequential keys instead of the loaded ones")
+    p.add_argument("--generate", type=typed(_KEYS), metavar="N",
+                   help=f"plan N generated sequential keys instead of the loaded ones ({_KEYS.range()})")
     p.add_argument("--server-version", metavar="X.Y", help="MongoDB version whose initial split to use "
                    "(default: the server's)")
-    p.add_argument("--chunk-mb", type=float, metavar="MB", help="range (chunk) size for the ranged key while "
-                   "loading (default 128, MongoDB's)")
+    p.add_argument("--chunk-mb", type=typed(_CHUNK_MB), metavar="MB", help="range (chunk) size for the ranged key "
+                   f"while loading, {_CHUNK_MB.range()} as MongoDB's chunksize (default 128, MongoDB's)")
     p.add_argument("--png", metavar="PATH", help="where to write the chart (default: <out dir>/shard_plan.png)")

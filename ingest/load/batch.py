@@ -33,7 +33,6 @@ again (documents are idempotent).
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 import uuid
 import zlib
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest import parsers
+from ingest.config import setting
 from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
 from ingest.fileio import GZIP_MAGIC, printable
@@ -59,7 +59,7 @@ __all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", 
 
 #: A file this large or smaller (on disk) is read whole into memory and may join a batch
 #: (``SCI_INGEST_SMALL_FILE_BYTES``).
-SMALL_FILE_BYTES = int(os.environ.get("SCI_INGEST_SMALL_FILE_BYTES", str(1 << 20)))
+SMALL_FILE_BYTES = setting("SCI_INGEST_SMALL_FILE_BYTES")
 #: Files per batch, and documents and decompressed input bytes held in memory for one batch.
 BATCH_FILES = 500
 BATCH_DOCUMENTS = 20_000

@@ -31,14 +31,15 @@ from typing import Iterator
 
 import psutil
 
+from ingest.config import setting
 from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.errors import SciIngestError
 from ingest.store.mongo import Retry, claim
 
 #: Lease of a claim, renewed every quarter of it while the owner works.
-LEASE_S = float(os.environ.get("SCI_INGEST_LEASE_SECONDS", "60"))
+LEASE_S = setting("SCI_INGEST_LEASE_SECONDS")
 #: The longest a loader waits for a claim held by a live owner before it gives the file up.
-MAX_WAIT_S = float(os.environ.get("SCI_INGEST_CLAIM_WAIT_SECONDS", "900"))
+MAX_WAIT_S = setting("SCI_INGEST_CLAIM_WAIT_SECONDS")
 
 
 class ClaimLost(SciIngestError):

@@ -24,10 +24,10 @@ document that breaks it fails its file.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
+from ingest.config import setting
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
@@ -50,7 +50,7 @@ RECORD_COLLECTIONS = {"material": MATERIALS, "task": TASKS}
 KEEP_CHECKED_BYTES = 8 << 20
 #: ... and the documents within this (a million tiny records fit in 75 KB of gzip;
 #: ``SCI_INGEST_KEEP_DOCUMENTS``).
-KEEP_CHECKED_DOCUMENTS = int(os.environ.get("SCI_INGEST_KEEP_DOCUMENTS", "20000"))
+KEEP_CHECKED_DOCUMENTS = setting("SCI_INGEST_KEEP_DOCUMENTS")
 
 
 def content_filters(sha: str) -> tuple[tuple[str, dict], ...]:

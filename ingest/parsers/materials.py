@@ -73,12 +73,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import re
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
+from ingest.config import setting
 from ingest.errors import InputError, ParseError
 from ingest.parsers.json_text import decode, outside_strings, over_budget
 
@@ -89,7 +89,7 @@ CHECK_EVERY = 1 << 20  # a record under way in an array or object stream: its co
 SNIFF_LINES = 5
 #: The largest record (its JSON text) read; a bigger one is refused before it is parsed or kept in
 #: memory.  MongoDB stores documents of at most 16 MiB of BSON.  ``SCI_INGEST_MAX_RECORD_BYTES``.
-MAX_RECORD_BYTES = int(os.environ.get("SCI_INGEST_MAX_RECORD_BYTES", str(16 << 20)))
+MAX_RECORD_BYTES = setting("SCI_INGEST_MAX_RECORD_BYTES")
 
 #: A line of a FASTA ``-m 10`` report: its command line (``# ssearch36 -m 10 ...``), a query line
 #: (``  1>>>ID ...``) or an end of query or run.  Met where a JSON Lines record was expected, it starts

@@ -33,10 +33,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.config import setting
 from ingest.store.differences import FLOAT_INDEX, probe
 from ingest.store.mongo import db_errors
 from ingest.store.servers import describe, drop_indexes, ensure_indexes
@@ -47,7 +47,7 @@ __all__ = ["build_indexes", "present_indexes", "SCAN_WARN_DOCUMENTS", "Plan", "e
            "numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note", "server_of",
            "numeric_paths", "unsafe_index", "paths_and_ops", "index_state"]
 
-SCAN_WARN_DOCUMENTS = int(os.environ.get("SCI_INGEST_SCAN_WARN", "100000"))
+SCAN_WARN_DOCUMENTS = setting("SCI_INGEST_SCAN_WARN")
 _RANGE = {"$lt", "$lte", "$gt", "$gte"}
 
 

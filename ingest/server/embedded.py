@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import shutil
 import signal
 import socket
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import psutil
 
+from ingest.config import SETTINGS, Size, setting
 from ingest.errors import ConfigError, DiskFull, ServerError, no_space
 from ingest.fileio import stderr_line
 from ingest.server.access import enable_auth, load_credentials, with_credentials
@@ -44,10 +44,10 @@ EXECUTABLE = "secantusd-py"
 
 #: The WiredTiger cache of the embedded server, e.g. ``256M`` or ``1G`` (docs/embedded-server.md, "Memory").
 CACHE_ENV = "SCI_INGEST_SERVER_CACHE"
-DEFAULT_CACHE = "512M"
+DEFAULT_CACHE = SETTINGS[CACHE_ENV].default
 #: The smallest cache accepted, the smallest measured (it loads ``samples/``): SecantusDB's own notes say
 #: writes of large documents overflow a 100 MB cache (WT_CACHE_FULL).
-MIN_CACHE_MB = 128
+MIN_CACHE_MB = SETTINGS[CACHE_ENV].type.least_mb
 #: glibc's allocator settings of the server process, unless the environment sets them itself: two malloc
 #: arenas instead of 8 a core, so that what a query's result frees is used again by the next query on
 #: another thread instead of being kept in an arena of its own (docs/embedded-server.md, "Memory").
@@ -57,17 +57,16 @@ SERVER_MALLOC_ENV = {"MALLOC_ARENA_MAX": "2"}
 def server_cache_size(value: str | None = None) -> str:
     """The server's WiredTiger cache size (``value``, else ``SCI_INGEST_SERVER_CACHE``, else 512M) as
     SecantusDB takes it (``<N>M``, ``<N>G``); ConfigError, one line, for anything else.  The setting
-    must be at least :data:`MIN_CACHE_MB`; a size the code gives (``bench cache``'s deliberately small
-    caches) only needs to be a size."""
-    raw = os.environ.get(CACHE_ENV, "") if value is None else value
-    if not raw.strip():
+    must be at least :data:`MIN_CACHE_MB` (its declared range, :data:`ingest.config.SETTINGS`); a size
+    the code gives (``bench cache``'s deliberately small caches) only needs to be a size."""
+    if value is None:
+        return setting(CACHE_ENV)
+    if not value.strip():
         return DEFAULT_CACHE
-    found = re.fullmatch(r"\s*([0-9]+)\s*([MG])B?\s*", raw, re.IGNORECASE)
-    megabytes = int(found.group(1)) * (1024 if found.group(2).upper() == "G" else 1) if found else 0
-    least, what = (MIN_CACHE_MB, CACHE_ENV) if value is None else (1, "the server's cache size")
-    if megabytes < least:
-        raise ConfigError(f"{what} must be a size in M or G of at least {least}M (such as 256M or 1G), not {raw!r}")
-    return f"{found.group(1)}{found.group(2).upper()}"
+    try:
+        return Size().parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"the server's cache size must be {exc}, not {value!r}") from None
 
 
 def server_environment() -> dict[str, str]:

@@ -44,7 +44,7 @@ from typing import Callable
 
 import psutil
 
-from ingest.config import PROJECT_ROOT, env_number
+from ingest.config import PROJECT_ROOT, SETTINGS, setting
 from ingest.errors import SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_cache_size, server_record
@@ -58,7 +58,7 @@ from ingest.store.mongo import client as mongo_client, db_errors
 __all__ = ["IDLE_ENV", "DEFAULT_IDLE_S", "idle_timeout", "using", "starting", "start", "main"]
 
 IDLE_ENV = "SCI_INGEST_SERVER_IDLE"
-DEFAULT_IDLE_S = 600.0
+DEFAULT_IDLE_S = SETTINGS[IDLE_ENV].default
 READY = "ready"
 #: How long a command waits for a new keeper to report its server ready.
 START_TIMEOUT_S = 90.0
@@ -75,8 +75,7 @@ _keepers: list[subprocess.Popen] = []  # started by this process; never waited f
 
 def idle_timeout() -> float:
     """``SCI_INGEST_SERVER_IDLE`` in seconds (default 600); ConfigError when it is not a number >= 0."""
-    return env_number(IDLE_ENV, DEFAULT_IDLE_S, positive=False,
-                      meaning="a number of seconds >= 0 (0: a private server for each command)")
+    return setting(IDLE_ENV)
 
 
 # ------------------------------------------------------------------ the command's side

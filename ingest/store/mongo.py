@@ -38,7 +38,6 @@ import atexit
 import os
 import random
 import threading
-import time
 import zlib
 from contextlib import contextmanager
 from typing import Iterator
@@ -54,9 +53,10 @@ from pymongo.uri_parser import parse_uri
 from pymongo.write_concern import WriteConcern
 
 from ingest.store.catalog import SHARD_KEYS
-from ingest.config import command_name
-from ingest.errors import (ConfigError, DatabaseError, DiskFull, ServerUnavailable, TimeLimitExceeded,
-                           UnsupportedFeature)
+from ingest.config import command_name, setting
+from ingest.errors import (ConfigError, DatabaseError, DiskFull, SciIngestError, ServerUnavailable,
+                           TimeLimitExceeded, UnsupportedFeature)
+from ingest.fileio import stderr_line
 from ingest.server.secrets import redact_uri, remember
 from ingest.store.rights import lacking
 from ingest.server.space import server_disk_full, storage_of
@@ -66,15 +66,16 @@ __all__ = [
     "insert_new", "replace_documents", "key_filter", "write_concern_of", "claim", "durable", "close_client",
     "close_shared", "process_alive", "conditional_writes", "compressed_bson", "default_timeout_ms",
     "heartbeat_timeout_ms", "command_app_name", "forget", "aside_client", "servers_used", "local_storage",
+    "stop_retrying",
     "health",
 ]
 
 APP_NAME = "sci-ingest"
 #: How long an operation waits for a server to select before giving up (``SCI_INGEST_TIMEOUT_MS``) ...
-TIMEOUT_MS = int(os.environ.get("SCI_INGEST_TIMEOUT_MS", "10000"))
+TIMEOUT_MS = setting("SCI_INGEST_TIMEOUT_MS")
 #: ... and for a server on this machine, which answers at once when it runs
 #: (``SCI_INGEST_LOCAL_TIMEOUT_MS``): a dead local server is reported within seconds.
-LOCAL_TIMEOUT_MS = int(os.environ.get("SCI_INGEST_LOCAL_TIMEOUT_MS", "3000"))
+LOCAL_TIMEOUT_MS = setting("SCI_INGEST_LOCAL_TIMEOUT_MS")
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 #: Connection pool bound per client (a Dask worker holds one client).
 MAX_POOL_SIZE = 16
@@ -383,6 +384,21 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+#: Set once the command is stopped (Ctrl-C, SIGTERM: :func:`stop_retrying`): every wait between
+#: retries ends at once, on every thread, and no retry begins.
+_STOPPING = threading.Event()
+_STOPPED_BY: list[BaseException] = []
+
+
+def stop_retrying(cause: BaseException | None = None) -> None:
+    """The command is stopping: :class:`Retry` waits no more (its last error stands).  ``cause``, the
+    KeyboardInterrupt the stop raises, is raised again by a wait of the main thread: the first is
+    lost when the signal comes inside a callback (Python only prints it there)."""
+    if cause is not None:
+        _STOPPED_BY.append(cause)
+    _STOPPING.set()
+
+
 class Retry:
     """Run MongoDB operations through transient failures, within ``budget_s`` seconds each.
 
@@ -390,7 +406,8 @@ class Retry:
     ``wait_random_exponential``), capped at ``max_wait_s``; :attr:`retries`
     counts every retry.  Past the budget the last error is mapped as
     :func:`db_errors` maps it (:class:`ServerUnavailable` when the server could
-    not be reached).  A budget of 0 disables retrying.
+    not be reached).  A budget of 0 disables retrying, and so does a stop
+    (:func:`stop_retrying`), which also ends a wait at once.
     """
 
     def __init__(self, budget_s: float = 60.0, *, max_wait_s: float = 5.0, uri: str | None = None,
@@ -400,6 +417,7 @@ class Retry:
         self.uri = uri
         self.server_pid = server_pid  # a server process of this host: once it is gone, stop at once
         self.retries = 0
+        self.warned = False  # the first retry says so on stderr, once
 
     def _count(self, state) -> None:
         self.retries += 1
@@ -413,23 +431,48 @@ class Retry:
         try:  # the usual case, without building a retry loop (tens of microseconds a call)
             return fn(*args, **kwargs)
         except Exception as exc:
-            if self.budget_s <= 0 or not is_transient(exc):
+            if self.budget_s <= 0 or _STOPPING.is_set() or not is_transient(exc):
                 self._raise(what, exc)
+            failed = [exc]
         self.retries += 1
+        self._warn(what, failed[0])
         import tenacity  # noqa: PLC0415 - lazy: the keeper reads this module; tenacity costs 25 ms, needed only on a transient error
 
-        time.sleep(random.uniform(0, 0.2))
+        def wait(seconds: float) -> None:  # a stop ends it, and the retries: the stop's, else the last error
+            if _STOPPING.wait(seconds):
+                if _STOPPED_BY and threading.current_thread() is threading.main_thread():
+                    raise _STOPPED_BY[-1]
+                raise failed[-1]
+
+        def before_sleep(state) -> None:
+            self._count(state)
+            failed.append(state.outcome.exception())
+
+        wait(random.uniform(0, 0.2))
         retrying = tenacity.Retrying(
             stop=tenacity.stop_any(tenacity.stop_after_delay(self.budget_s), lambda state: self.server_gone()),
             wait=tenacity.wait_random_exponential(multiplier=0.2, max=self.max_wait_s),
             retry=tenacity.retry_if_exception(is_transient),
-            before_sleep=self._count,
+            before_sleep=before_sleep,
+            sleep=wait,
             reraise=True,
         )
         try:
             return retrying(fn, *args, **kwargs)
         except Exception as exc:
             self._raise(what, exc)
+
+    def _warn(self, what: str, exc: Exception) -> None:
+        """One line on stderr as the retries begin (the first time only): what failed, for how long
+        it is retried, and that a stop ends the wait."""
+        if self.warned:
+            return
+        self.warned = True
+        try:
+            self._raise(what, exc)
+        except SciIngestError as mapped:
+            stderr_line(f"warning: {mapped}; retrying for up to {self.budget_s:g} s (--retry-for; Ctrl-C or "
+                        "SIGTERM stops the wait)")
 
     def _raise(self, what: str, exc: Exception):
         """``exc`` mapped as :func:`db_errors` maps it, naming a server that has exited."""

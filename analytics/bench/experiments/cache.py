@@ -35,7 +35,6 @@ ends the sweep with a note instead of hanging the command.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -43,6 +42,7 @@ import psutil
 
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.latency import Latency
+from ingest.config import setting
 from ingest.errors import DatabaseError
 from ingest.server.embedded import EmbeddedServer
 from ingest.store.mongo import db_errors, close_client, connect
@@ -105,7 +105,7 @@ class _Server:
         if not self.embedded:
             return
 
-        cache = os.environ.get(CACHE_ENV) or self.params["cache_size"]
+        cache = setting(CACHE_ENV) or self.params["cache_size"]
         if cache != self.params["cache_size"]:
             self.ctx.log(f"  cache size {cache} from {CACHE_ENV} (the size's own: {self.params['cache_size']})")
             self.params["cache_size"] = cache  # the run document records the cache in force
