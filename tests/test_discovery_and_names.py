@@ -335,7 +335,8 @@ def test_load_names_hidden_files_as_skipped_and_include_hidden_loads_them(home, 
     assert sorted(_lines(proc.stderr, "skipped: ")) == [f"skipped: {inbox}/.hidden.m10: {HIDDEN_FILE}",
                                                         f"skipped: {inbox}/.m10: {HIDDEN_FILE}"]
     data = json.loads(proc.stdout)
-    assert data["files"] == {"files_loaded": 1, "files_skipped": 2, "files_failed": 0, "files_not_reached": 0}
+    assert data["files"] == {"files_loaded": 1, "files_skipped": 2, "files_failed": 0, "files_not_reached": 0,
+                             "kept_from_last_good": 0}
     assert data["failed"] == []
     ledger = mongo_client[dbname].ingest_files
     assert ledger.count_documents({}) == 1  # the hidden ones were not read
