@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
 from ingest.parsers.pasta.checking import _parse_hit
-from tests.pasta_mutations import mutate_lines
+from tests.pasta_mutations import mutate_from
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 NAMES = [
@@ -54,19 +54,7 @@ def mutated(draw):
     data = bytearray(DATA[name])
     # mutations inside the alignments (after the first ">>" line), where the fast path works
     first = data.find(b"\n>>", data.find(b">>>") + 3)
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "insert", "delete_line", "duplicate_line", "swap_lines", "special"]))
-        i = draw(st.integers(first, len(data) - 1))
-        if kind == "flip":
-            data[i] = draw(st.integers(0, 255))
-        elif kind == "insert":
-            data[i:i] = draw(st.binary(min_size=1, max_size=4))
-        elif kind == "special":
-            data[i:i] = draw(st.sampled_from(SPECIAL))
-        else:
-            lo = bytes(data[:first]).count(b"\n") + 1
-            data = mutate_lines(draw, data, kind.removesuffix("_line").removesuffix("_lines"), lo)
-    return name, bytes(data)
+    return name, bytes(mutate_from(draw, data, first, SPECIAL))
 
 
 def _run(data: bytes, name: str, fast: bool, sequences: bool, dicts: bool = False):

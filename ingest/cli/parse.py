@@ -40,22 +40,46 @@ def _ejson_nonfinite(obj):
     return obj
 
 
+def _dumps(obj, option: int = orjson.OPT_APPEND_NEWLINE) -> bytes:
+    """``obj`` as JSON (one line with the default ``option``)."""
+    try:
+        data = orjson.dumps(obj, option=option)
+    except TypeError:  # e.g. an integer beyond 64 bits: the standard encoder takes anything JSON can hold
+        obj = _ejson_nonfinite(obj)
+        end = b"\n" if option & orjson.OPT_APPEND_NEWLINE else b""
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + end
+    if b"null" in data:  # orjson writes inf and nan as null (a wrong value): walk the rare line with a null
+        fixed = _ejson_nonfinite(obj)
+        if fixed is not obj:
+            data = orjson.dumps(fixed, option=option)
+    return data
+
+
+def _write_query(out, query: dict) -> None:
+    """One JSON line of ``query``; its hits, when they come as a spool (a large block:
+    ingest/parsers/pasta/spool.py), written one by one as they are read back."""
+    hits = query["hits"]
+    if isinstance(hits, list):
+        out.write(_dumps(query))
+        return
+    keys = list(query)
+    at = keys.index("hits")
+    head = _dumps({k: query[k] for k in keys[:at]}, 0)  # "{...}": the keys before "hits"
+    out.write(head[:-1] + (b',"hits":[' if len(head) > 2 else b'"hits":['))
+    comma = b""
+    for chunk in hits.chunks():  # "[hit,hit,...]" a chunk: one call, not one per hit
+        data = _dumps(chunk, 0)
+        if len(data) > 2:
+            out.write(comma + data[1:-1])
+            comma = b","
+    tail = _dumps({k: query[k] for k in keys[at + 1 :]}, 0)  # "{...}": the keys after
+    out.write(b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}") + b"\n")
+
+
 def cmd_parse(args) -> int:
     parse = parsers.get("pasta").load()
     failed = 0
     out = sys.stdout.buffer
-
-    def dumps(obj) -> bytes:  # one JSON line
-        try:
-            data = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
-        except TypeError:  # e.g. an integer beyond 64 bits: the standard encoder takes anything JSON can hold
-            obj = _ejson_nonfinite(obj)
-            return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode() + b"\n"
-        if b"null" in data:  # orjson writes inf and nan as null (a wrong value): walk the rare line with a null
-            fixed = _ejson_nonfinite(obj)
-            if fixed is not obj:
-                data = orjson.dumps(fixed, option=orjson.OPT_APPEND_NEWLINE)
-        return data
 
     def warn(message: str) -> None:
         stderr_line(f"warning: {message}")
@@ -75,7 +99,7 @@ def cmd_parse(args) -> int:
         try:
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
-                    out.write(dumps(query))  # already a dict: Query.to_dict()
+                    _write_query(out, query)  # already a dict: Query.to_dict()
         except BrokenPipeError:
             raise  # the reader went away (`| head`): stop quietly, see main()
         except ParseError as exc:

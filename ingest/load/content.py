@@ -1,7 +1,10 @@
 """A file's content as documents: parsed, built, and handed to the writer in batches.
 
 ``-m 10`` files stream: their documents are content-addressed (``_id``s from the
-file's sha256), so writing them again inserts only what is missing.  Record
+file's sha256), so writing them again inserts only what is missing.  A query block too
+large to hold (its hits in the parser's spool, :mod:`ingest.parsers.pasta.spool`) is read
+back twice, a chunk at a time: for its search's fingerprint, then for its hit documents,
+sent in batches as they are built.  Record
 files (materials, tasks) are checked whole first — every record must parse and
 be storable — and then written by natural key (:mod:`ingest.load.records`: every
 holder's version kept, the newest stored), so that a bad record anywhere
@@ -126,10 +129,21 @@ def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send,
             break
         n_queries += 1
         doc, hit_docs = search_documents(query, sha256=sha, path=outcome.path, query_index=n_queries, fmt=fmt.name)
-        _keep_contracts(doc, hit_docs, source, n_queries)
-        searches.append(doc)
-        hits.extend(hit_docs)
-        n_hits += len(hit_docs)
+        if isinstance(hit_docs, list):
+            _keep_contracts((doc,), hit_docs, source, n_queries)
+            searches.append(doc)
+            hits.extend(hit_docs)
+            n_hits += len(hit_docs)
+        else:  # a large block's hits, read back from the parser's spool: sent a batch at a time
+            _keep_contracts((doc,), (), source, n_queries)
+            searches.append(doc)
+            for hit_doc in hit_docs:
+                _keep_contracts((), (hit_doc,), source, n_queries)
+                hits.append(hit_doc)
+                n_hits += 1
+                if len(searches) + len(hits) >= batch_size:
+                    _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
+                    searches, hits = [], []
         if len(searches) + len(hits) >= batch_size:
             _send_all(send, ((SEARCHES, searches), (HITS, hits)), INSERT)
             searches, hits = [], []
@@ -140,10 +154,10 @@ def _search_documents(handle, version: Version, fmt, outcome: FileOutcome, send,
     outcome.parse_seconds = parse_s
 
 
-def _keep_contracts(search: dict, hits: list[dict], source: str, query_index: int) -> None:
+def _keep_contracts(searches, hits, source: str, query_index: int) -> None:
     """Search documents keep their contracts by construction (the parser fails a file whose numbers
     do not read); one that does not is a defect of the parser, and fails its file."""
-    for coll, docs in ((SEARCHES, (search,)), (HITS, hits)):
+    for coll, docs in ((SEARCHES, searches), (HITS, hits)):
         findings = CONTRACTS[coll].findings
         for doc in docs:
             for f in findings(doc):

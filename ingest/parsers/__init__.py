@@ -9,7 +9,9 @@ Parser contracts (pure: no I/O beyond reading the handle they are given):
 * ``kind == "search"``  -> ``parse_dicts(handle: BinaryIO, source: str, *, sequences=True,
   warn=None) -> Iterator[dict]``: one JSON-ready dict per query, equal to
   ``ingest.model.Query.to_dict()`` (the parser module also has ``parse``, which yields
-  the :class:`ingest.model.Query` objects); raises :class:`ingest.errors.ParseError`.
+  the :class:`ingest.model.Query` objects), but for the hits of a block too large to hold,
+  which come as an iterable with ``len()`` in their place (memory bounded whatever one
+  block holds; :mod:`ingest.parsers.pasta.spool`); raises :class:`ingest.errors.ParseError`.
 * ``kind == "records"`` -> ``read_records(handle: BinaryIO, source: str) ->
   Iterator[ingest.parsers.materials.Record | ingest.errors.ParseError]``; a bad record
   is *yielded* as a ParseError (file, record number, reason) so the caller can

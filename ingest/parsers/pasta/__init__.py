@@ -8,11 +8,12 @@ Entry points::
           warn: Callable[[str], None] | None = None, fast: bool = True,
           chunk_size: int = 1 << 20) -> Iterator[Query]
     parse_dicts(handle, source="<stream>", *, sequences=True, warn=None, fast=True,
-                chunk_size=1 << 20) -> Iterator[dict]
+                chunk_size=1 << 20, spill=SPILL_HITS) -> Iterator[dict]
 
 ``parse_dicts`` (registered as format ``"pasta"`` in :mod:`ingest.parsers`; the CLI and
 the loader use it) yields exactly ``Query.to_dict()`` - same keys in the same order -
-without building the objects first: its fast path builds the dicts of the hits itself.
+without building the objects first: its fast path builds the dicts of the hits itself
+(the hits of a large block as a spool, see "Bounded memory" below).
 
 * Pure and streaming: it reads only the binary ``handle`` it is given (the caller
   opens the file and gunzips ``.gz``), in 1 MiB chunks (``chunk_size``: the size asked
@@ -20,6 +21,13 @@ without building the objects first: its fast path builds the dicts of the hits i
   reader reads again), and holds one query block (in fact one hit block plus the hits
   parsed so far) at a time, and the query before it until the next line shows whether it
   goes on in segments: a long query searched in segments is held whole (``segments``).
+* Bounded memory (``parse_dicts``, whose ``spill`` is ``SPILL_HITS``, 4096, unless
+  given): the hits of a block beyond ``spill`` (or 4 MiB of their input), and the rows
+  of a best-scores table beyond ``16 * spill``, go to an anonymous temporary file in
+  chunks as they are read (``spool``); such a query's ``"hits"`` is then a
+  :class:`~ingest.parsers.pasta.spool.HitSpool` - the same hit dicts in the same order,
+  with ``len()`` and iteration - instead of a list.  With ``spill=None`` (and in
+  ``parse``'s Query objects) every query's hits are a list.
 * Yields one :class:`ingest.model.Query` (or its dict) per query block (``  N>>>`` ...
   ``>>><<<``), in file order.  Files made by concatenating several runs are accepted.
 * A complete file ends with ``>>>///``.  Queries completed before a point of damage
@@ -48,7 +56,9 @@ lines, table rows, hit blocks, their limits), ``query`` (runs and query blocks: 
 query's header and parameters, and the loop that hands each hit block to the fast path
 or the checking path), ``segments`` (a long query searched in segments: its blocks
 held, numbered and checked), ``table`` (the best-scores table), ``checking`` (the checking
-path), ``fastpath`` (the fast path) and ``common`` (the helpers they share).
+path), ``fastpath`` (the fast path), ``spool`` (the hits of one block as they are
+parsed: held, or in a temporary file past a bound, as a long table's rows) and ``common``
+(the helpers they share).
 
 Layout of a report (per query; lines not listed are ignored)::
 
@@ -206,8 +216,9 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 from ingest.errors import ParseError
 from ingest.parsers.pasta.query import _parse
 from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, _Reader
+from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
 
-__all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK"]
+__all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK", "SPILL_HITS", "HitSpool"]
 
 
 def parse(
@@ -237,16 +248,24 @@ def parse_dicts(
     warn: Callable[[str], None] | None = None,
     fast: bool = True,
     chunk_size: int = CHUNK,
+    spill: int | None = SPILL_HITS,
 ) -> Iterator[dict]:
     """Like :func:`parse`, but yield each query as its JSON-ready dict, equal to
     ``Query.to_dict()`` (same keys, same order): what the CLI and the loader write.
-    Faster: the fast path builds the dicts of the hits directly."""
-    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, True, fast)
+    Faster: the fast path builds the dicts of the hits directly.
+
+    ``spill`` (a number of hits, at least 1): a query block holding more (or 4 MiB of
+    hits) yields its ``"hits"`` as a :class:`HitSpool` (a temporary file: the same dicts,
+    iterated), so that memory stays bounded whatever one block holds; None: always a
+    list (``Query.to_dict()`` exactly)."""
+    if spill is not None and spill < 1:
+        raise ValueError(f"spill must be at least 1, not {spill!r}")
+    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, True, fast, spill)
 
 
-def _guarded(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool) -> Iterator:
+def _guarded(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, spill: int | None = None) -> Iterator:
     try:
-        yield from _parse(r, sequences, warn, dicts, fast)
+        yield from _parse(r, sequences, warn, dicts, fast, spill)
     except ParseError:
         raise
     except (IndexError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:

@@ -100,7 +100,7 @@ class _HitContext:
     whose hits they read; the fast path also keeps here what it learned of them."""
 
     __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok",
-                 "dicts", "absent", "unterminated")  # fmt: skip
+                 "dicts", "absent", "unterminated", "before")  # fmt: skip
 
     def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False, unterminated=False):
         self.query_id = query_id
@@ -113,6 +113,7 @@ class _HitContext:
         self.sequences = sequences
         self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
         self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
+        self.before = 0  # hits of the query moved out of the list (a spilled block: spool.py)
         # the Hsp fields no alignment of this query sets, whatever the layout
         self.absent = (
             (() if q_dna else ("query_strand",))

@@ -210,7 +210,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
     new = object.__new__
     append_hit = hits.append
     append_id = ids.append
-    rank = len(hits)
+    rank = len(hits) + ctx.before  # hits before those in the list: a spilled block (spool.py)
     done = p = pos
     hsps = hid_b = hid = desc = hit_len = None
     slow = True

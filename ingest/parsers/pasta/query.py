@@ -11,13 +11,14 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Iterator
 
 from ingest.errors import ParseError
-from ingest.model import Hit, Query
+from ingest.model import Query
 from ingest.parsers.pasta.checking import _parse_hit
 from ingest.parsers.pasta.common import _HitContext, _decode, _typed
 from ingest.parsers.pasta.fastpath import _fast_hits
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
 from ingest.parsers.pasta.segments import TITLE_MAX, Block, Segments, continuation_description
-from ingest.parsers.pasta.table import _table_hits, _table_keeps_hits
+from ingest.parsers.pasta.spool import ROWS_PER_HIT, BlockHits
+from ingest.parsers.pasta.table import Table, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
 SQ_OFFSET_REACH = 1 << 16  # bytes from a query's first hit line to its first "; sq_offset:" (a few hundred, as printed)
@@ -102,16 +103,24 @@ class _Run:
         self.layout = None
 
 
-def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True) -> Iterator:
+def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True,
+           spill: int | None = None) -> Iterator:
+    """The queries of ``r``; with ``dicts`` and ``spill`` (a number of hits), a query block holding
+    more goes to a spool (spool.py)."""
     held = Segments()  # a query is yielded once the next line shows whether it goes on in segments
+    if not dicts:
+        spill = None  # Query objects hold their hits in a list
+    if spill is not None:
+        r.spill_rows = spill * ROWS_PER_HIT
     try:
-        yield from _parse_held(r, sequences, warn, dicts, fast, held)
+        yield from _parse_held(r, sequences, warn, dicts, fast, held, spill)
     except ParseError:
         yield from held.drop_partial()
         raise
 
 
-def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held: Segments) -> Iterator:
+def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held: Segments,
+                spill: int | None) -> Iterator:
     source = r.source
     run = _Run(1)
     query_index = 0
@@ -138,7 +147,7 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
                 yield from held.flush(r, dicts, warn)
             elif ql.unit is None:  # a cut title: a segment's unit is its query's
                 ql.unit = held.blocks[-1].unit
-            q, length, unit, offset = _parse_query(r, ql, run, query_index, sequences, warn, dicts, fast)
+            q, length, unit, offset = _parse_query(r, ql, run, query_index, sequences, warn, dicts, fast, spill)
             if continued:
                 continuation_description(q, held.first(), dicts)
             held.add(Block(q, line_no, run, ql.title, length, unit, offset))
@@ -229,11 +238,12 @@ def _types(program: str | None, unit: bytes) -> tuple[str, str]:
 
 
 def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences: bool, warn,
-                 dicts: bool = False, fast: bool = True) -> tuple:
+                 dicts: bool = False, fast: bool = True, spill: int | None = None) -> tuple:
     """The query block that starts at the query line ``ql``: (a Query, or with ``dicts``
     its ``to_dict()``; the block's length and unit; the numbering offset of its first
     alignment or None, see segments.py).  ``fast=False`` sends every alignment to the
-    checking path."""
+    checking path.  ``spill``: the hits held in memory before they go to a spool (with
+    ``dicts``; the dict's ``"hits"`` is then a HitSpool, see spool.py)."""
     q, nameless = _new_query(r, ql, run, query_index, warn)
     line = r.line_no
     table, ended = _read_header(r, q, run, nameless, warn, ql)
@@ -241,32 +251,31 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
     if q.query_length is None or unit is None:
         raise r.error("the query line's title was cut at 511 bytes by FASTA and the block states no "
                       "length and unit of its own (no summary line): a layout this parser does not know", line)
-    if ended:  # a query without alignments
-        _finish(r, q, unit, table, [], warn)
-        return (q.to_dict() if dicts else q), q.query_length, unit, None
-    _read_params(r, q, run, warn)
-    printed = _first_sq_offset(r)
-
-    # ---- hit blocks
-    qtype, ltype = _types(q.program, unit)
-    hits: list[Hit] = []
-    ids: list[bytes] = []  # hit ids as bytes, to check them against the table rows
-    # with dicts, the hits are built as dicts when _table_hits will not change them (it
+    if not ended:
+        _read_params(r, q, run, warn)
+    q.query_type, q.library_type = qtype, ltype = _types(q.program, unit)
+    # with dicts, the hits are built as dicts when the table will not change them (it
     # adds E2() and the -m 9 columns to aligned hits; tables without those only add
     # table-only hits)
     hit_dicts = dicts and (table is None or _table_keeps_hits(table))
     ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
                       hit_dicts, run.unterminated)  # fmt: skip
-    ctx.pattern = run.layout
-    _read_hits(r, q, run, ctx, hits, ids, fast, warn)
-    run.layout = ctx.pattern
-    offset = _numbering_offset(printed, hits, q.query_length, hit_dicts)
-    _finish(r, q, unit, table, hits, warn, ids, hit_dicts)
-    if hit_dicts:
-        q.hits = []
+    # a table with rows (the query's types set): its hits are checked against it
+    checked = Table(r, q, table, warn, hit_dicts) if table is not None and len(table[2]) else None
+    block = BlockHits(checked, hit_dicts, spill, ctx)
+    offset = None
+    if not ended:  # a query with alignments
+        printed = _first_sq_offset(r)
+        ctx.pattern = run.layout
+        _read_hits(r, q, run, ctx, block, fast, warn)
+        run.layout = ctx.pattern
+        offset = _numbering_offset(printed, block.first_hit(), q.query_length, hit_dicts)
+    hits = block.finish()
+    if hit_dicts or not isinstance(hits, list):  # dicts already, or a spool of dicts
         d = q.to_dict()
         d["hits"] = hits
         return d, q.query_length, unit, offset
+    q.hits = hits  # ranks: aligned hits get theirs when parsed
     return (q.to_dict() if dicts else q), q.query_length, unit, offset
 
 
@@ -287,12 +296,13 @@ def _first_sq_offset(r: _Reader) -> int | None:
             return None
 
 
-def _numbering_offset(printed: int | None, hits: list, length: int, dicts: bool) -> int | None:
+def _numbering_offset(printed: int | None, first, length: int, dicts: bool) -> int | None:
     """The block's numbering offset O (its residues are numbered O+1 .. O+length) from the
-    first alignment's query-side ``sq_offset`` (O+1; O+length+1 on the reverse strand)."""
-    if printed is None or not hits:
+    first alignment's query-side ``sq_offset`` (O+1; O+length+1 on the reverse strand); ``first``
+    is the first aligned hit (None without)."""
+    if printed is None or first is None:
         return None
-    hsps = hits[0]["hsps"] if dicts else hits[0].hsps
+    hsps = first["hsps"] if dicts else first.hsps
     if not hsps:
         return None
     strand = hsps[0].get("query_strand") if dicts else hsps[0].query_strand
@@ -445,14 +455,16 @@ def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
             run.unterminated = True  # the same signal when the "# command" line is missing
 
 
-def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, ids: list[bytes], fast: bool,
-               warn) -> None:
+def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHits, fast: bool, warn) -> None:
     """The hit blocks of query ``q``, up to its end (``>>><<<``; in a run without it
     the next query's line or the end of the run, left unread): each hit in the usual
     layout to the fast path (unless not ``fast``), any other to the checking path;
-    appended to ``hits`` (dicts if ``ctx.dicts``), their ids as bytes to ``ids``."""
+    appended to ``block.hits`` (dicts if ``ctx.dicts``), their ids as bytes to ``block.ids``,
+    moved to its spool whenever the block is full (BlockHits.full)."""
     source = r.source
     hit_dicts = ctx.dicts
+    hits, ids = block.hits, block.ids
+    bounded = block.spill is not None
     slow_next = False  # the hit at r.pos goes to the checking path
     lookahead = r.lookahead
     while True:
@@ -473,12 +485,20 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, hits: list, id
                 if end > pos:
                     r.line_no += n_lines
                     r.pos = end
+                    if bounded:
+                        block.held_bytes += end - pos
+                        if block.full():
+                            block.spill_aligned()
                     continue
             slow_next = False
-            block, first = r.read_block(run.unterminated)
-            hit = _parse_hit(block, first, len(hits) + 1, ctx, source, warn)
+            text, first = r.read_block(run.unterminated)
+            hit = _parse_hit(text, first, len(hits) + 1 + ctx.before, ctx, source, warn)
             hits.append(hit.to_dict() if hit_dicts else hit)
             ids.append(hit.hit_id.encode("utf-8", "replace"))
+            if bounded:
+                block.held_bytes += len(text)
+                if block.full():
+                    block.spill_aligned()
             continue
         line = r.readline()
         if line is None:
@@ -501,8 +521,17 @@ def _ends_unterminated(run: _Run, line: bytes) -> bool:
 
 def _base(program: str | None) -> str:
     """"ssearch36" -> "ssearch", "/usr/bin/tfastx36_t" -> "tfastx"."""
-    base = (program or "").rsplit("/", 1)[-1].lower()
-    return re.sub(r"(36|35|34)?(_t)?$", "", base)
+    base = _BASES.get(program)
+    if base is None:
+        base = re.sub(r"(36|35|34)?(_t)?$", "", (program or "").rsplit("/", 1)[-1].lower())
+        if len(_BASES) >= 64:
+            _BASES.clear()
+        _BASES[program] = base
+    return base
+
+
+# program -> _base(program), asked twice a query (its types, its hits' context): a look-up, not a re.sub
+_BASES: dict[str | None, str] = {}
 
 
 # which side of a translated search is shown translated (its coordinates are in nt)
@@ -515,14 +544,3 @@ _TRANSLATED_SIDE = {
     "tfastf": "h",
     "tfastm": "h",
 }
-
-
-def _finish(r, q: Query, unit: bytes, table: tuple | None, hits: list, warn, ids=(), dicts: bool = False) -> None:
-    """Complete ``q``: its types and its hits: the aligned ``hits`` (whose ids as bytes
-    are ``ids``; dicts with ``dicts``) with the best-scores ``table`` (columns, ``-m 9``
-    columns or None, rows, line number of the first row, whether a row starts with
-    ``+-``), see _table_hits."""
-    q.query_type, q.library_type = _types(q.program, unit)
-    if table is not None and table[2]:
-        _table_hits(r, q, table, hits, ids, warn, dicts)
-    q.hits = hits  # ranks: aligned hits get theirs when parsed

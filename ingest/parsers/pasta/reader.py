@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import BinaryIO
 
 from ingest.errors import ParseError
+from ingest.parsers.pasta.spool import Rows
 
 CHUNK = 1 << 20  # default chunk_size: bytes asked of each handle.read()
 MAX_LINE = 1 << 20  # longest accepted line (bytes)
@@ -32,7 +33,8 @@ class _Reader:
     ``chunk_size`` bytes of each ``handle.read()`` and reads again while it needs more
     (a read may return fewer bytes, as from a pipe; only b"" is the end)."""
 
-    __slots__ = ("handle", "source", "chunk_size", "lookahead", "buf", "pos", "line_no", "eof", "_before")
+    __slots__ = ("handle", "source", "chunk_size", "lookahead", "buf", "pos", "line_no", "eof", "_before",
+                 "spill_rows")
 
     def __init__(self, handle: BinaryIO, source: str, chunk_size: int = CHUNK):
         if chunk_size < 1:
@@ -46,6 +48,7 @@ class _Reader:
         self.line_no = 0  # lines fully consumed before ``pos``
         self.eof = False
         self._before = (0, 0)  # (pos, line_no) before the last readline, for unread()
+        self.spill_rows: int | None = None  # read_rows: rows held before a table goes to a Rows spool
 
     def error(self, reason: str, line: int | None = None) -> ParseError:
         return ParseError(reason, source=self.source, line=self.line_no + 1 if line is None else line)
@@ -102,11 +105,14 @@ class _Reader:
                 return line[:-1] if line.endswith(b"\r") else line
             start += self.pos
 
-    def read_rows(self) -> tuple[list[bytes], int, bool]:
+    def read_rows(self) -> tuple[list[bytes] | Rows, int, bool]:
         """Consecutive non-blank lines not starting with ``>>>`` (best-scores table
         rows), the line number of the first, and whether a row starts with ``+-``;
-        the line that ends them is not consumed."""
+        the line that ends them is not consumed.  The rows are a list, or a spilled
+        :class:`~ingest.parsers.pasta.spool.Rows` beyond ``spill_rows`` of them."""
         rows: list[bytes] = []
+        spooled: Rows | None = None
+        spill = self.spill_rows
         first = self.line_no + 1
         plus = False
         while True:
@@ -116,14 +122,14 @@ class _Reader:
                 if len(buf) - pos > MAX_LINE:
                     raise self.error(f"line longer than {MAX_LINE} bytes")
                 if not self.fill():
-                    return rows, first, plus  # a last line without line end is left to readline
+                    break  # a last line without line end is left to readline
                 continue
             e = buf.find(b"\n", pos)
             if e - pos > MAX_LINE:
                 raise self.error(f"line longer than {MAX_LINE} bytes")
             line = buf[pos:e]
             if not line.strip() or line.startswith(b">>>") or _QUERY_LINE.match(line):
-                return rows, first, plus
+                break
             m = _ROW_END.search(buf, e, last + 1)
             end = last if m is None else m.start()
             seg = buf[pos:end]
@@ -138,8 +144,17 @@ class _Reader:
             plus = plus or seg.startswith(b"+-") or b"\n+-" in seg
             self.pos = end + 1
             self.line_no += len(lines)
+            if spill is not None and len(rows) > spill:  # a table of many rows: to a temporary file
+                if spooled is None:
+                    spooled = Rows([])
+                spooled.spill(rows)
+                rows = []
             if m is not None or not self.fill():
-                return rows, first, plus
+                break
+        if spooled is None:
+            return rows, first, plus
+        spooled.spill(rows)
+        return spooled, first, plus
 
     def peek(self, n: int) -> bytes:
         """Up to ``n`` bytes at the current position, without consuming them."""

@@ -42,12 +42,14 @@ own), with ``query_length`` the whole query's length and ``query_segment`` = ``{
 offset, length}`` (``offset``: the number of its first residue, in the alignments' numbering).
 The description is the query's own, without the suffixes.  Segments are held until the next
 query, the end of the run or the end of the input shows the last one (memory: one query's
-hits); damage before the last one yields none of them (the whole length is unknown).
+hits, those of a large block in a spool: spool.py); damage before the last one yields none of them (the whole length is unknown).
 """
 
 from __future__ import annotations
 
 import re
+
+from ingest.parsers.pasta.spool import HitSpool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -240,7 +242,11 @@ def _segment_object(q, total: int, segment: dict, rng):
 
 
 def _shift(q, shift: int, dicts: bool) -> None:
-    for hit in q["hits"] if dicts else q.hits:
+    hits = q["hits"] if dicts else q.hits
+    if isinstance(hits, HitSpool):  # a spilled block: shifted as it is read
+        hits.query_shift += shift
+        return
+    for hit in hits:
         for hsp in hit["hsps"] if dicts else hit.hsps:
             if dicts:
                 if hsp.get("query_start") is not None:
@@ -265,6 +271,9 @@ def continuation_description(q, first, dicts: bool) -> None:
 
 def _check_inside(r, q, line: int, lo: int, hi: int, dicts: bool, what: str) -> None:
     hits = q["hits"] if dicts else q.hits
+    if isinstance(hits, HitSpool) and (hits.query_low is None or (
+            hits.query_low + hits.query_shift >= lo and hits.query_high + hits.query_shift <= hi)):
+        return  # a spilled block within the range (else read to name the first alignment outside)
     for hit in hits:
         for hsp in hit["hsps"] if dicts else hit.hsps:
             a, b = (hsp.get("query_start"), hsp.get("query_end")) if dicts else (hsp.query_start, hsp.query_end)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
 from ingest.parsers.pasta.common import _INT, _decode, _number, _orient, impossible
+from ingest.parsers.pasta.spool import Rows
 
 # identity, similarity and alignment length: -m 9 columns (after the tab), and with
 # -m 9i / 9I plain columns of the best-scores table
@@ -29,46 +30,218 @@ _TABLE_COLS: dict[str, tuple[str, type]] = {
 }
 
 
-def _table_hits(r, q: Query, table: tuple, hits: list, ids, warn, dicts: bool = False) -> None:
-    """Check the best-scores ``table`` (columns, ``-m 9`` columns or None, rows, line
-    number of the first row, whether a row starts with ``+-``; at least one row) of
-    ``q`` (its types set) against the aligned ``hits`` (whose ids as bytes are ``ids``)
-    and add its other rows to ``hits`` as table-only hits.  With ``dicts`` the hits are
-    dicts (``Hit.to_dict()``), and so are the table-only hits added; the table then
-    keeps the hits (_table_keeps_hits)."""
-    qtype, ltype = q.query_type, q.library_type
-    cols, cols9, rows, row1, plus = table
-    e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
-    if cols9 is not None or plus:
-        _finish_rows(r, q, cols, cols9, rows, row1, hits, ids, warn, e2, dicts)
-        return
-    n_al = len(hits)
-    if n_al > len(rows):
-        raise r.error(
-            f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(rows)} rows",
-            row1 + len(rows) - 1,
-        )
-    # rows of aligned hits only have to name the same sequence (the alignment
-    # carries all their values); the other rows become table-only hits.  Usually
-    # each row starts with its hit's id (ids have no spaces: then the row's first
-    # word contains the id, which _check_row_ids accepts)
-    if not all(map(bytes.startswith, rows[:n_al], ids)):
-        row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows[:n_al]]
-        _check_row_ids(r, q, ids, row_ids, [row1 + i for i in range(n_al)])
-    _whole_lengths(hits, rows[:n_al], dicts)
-    if e2:
-        for i in range(n_al):
-            x = hits[i].hsps[0]
-            if x.evalue2 is None:
-                x.evalue2 = _parse_row(rows[i], row1 + i, cols, None, qtype, ltype, r.source, warn)[1].evalue2
-    for i in range(n_al, len(rows)):
-        hit = _parse_row(rows[i], row1 + i, cols, None, qtype, ltype, r.source, warn)[0]
-        hit.rank = i + 1
-        hits.append(hit.to_dict() if dicts else hit)
+#: warnings of aligned hits' rows a spilled block holds until its end (Table._later)
+HELD_WARNINGS = 10_000
+
+
+class Table:
+    """The best-scores table of query ``q`` (its types set): ``table`` is (columns, ``-m 9``
+    columns or None, rows (a list or a :class:`~ingest.parsers.pasta.spool.Rows`), line number
+    of the first row, whether a row starts with ``+-``; at least one row), read in one pass.
+
+    :meth:`aligned` checks each chunk of aligned hits, in order, against its rows (the row's id
+    names the hit's sequence) and completes them from the table (the length of a whole sequence,
+    ``E2()``, the ``-m 9`` columns); :meth:`finish` raises what those checks found, then
+    :meth:`table_only` gives the other rows as table-only hits, in chunks.  Given all the hits in
+    one chunk, it reports exactly what one pass over the whole table would; given them in several
+    (a block spilled, see spool.py), the same errors, chosen in the same order: a table starting
+    with a ``+-`` row, then more alignments than rows, then the first row naming another sequence,
+    then the first bad row of an aligned hit; and the warnings of those rows (a description that
+    is not UTF-8) are held until :meth:`finish`, so that they come after every alignment's, and
+    not at all when the block fails before its rows are read (held up to :data:`HELD_WARNINGS`:
+    past that they are said at once).  With ``dicts`` the aligned hits are dicts
+    (``Hit.to_dict()``): then the table must keep them (:func:`_table_keeps_hits`)."""
+
+    __slots__ = ("r", "q", "cols", "cols9", "rows", "row1", "general", "e2", "warn", "dicts", "n_al", "taken",
+                 "groups", "plus_first", "stopped", "id_error", "row_error", "warnings")
+
+    def __init__(self, r, q: Query, table: tuple, warn, dicts: bool = False):
+        cols, cols9, rows, row1, plus = table
+        self.r, self.q, self.cols, self.cols9, self.row1, self.warn, self.dicts = r, q, cols, cols9, row1, warn, dicts
+        self.rows = rows if isinstance(rows, Rows) else Rows(rows)
+        # -m 9 columns and "+-" rows (more alignments of the sequence of the row above): _general
+        self.general = cols9 is not None or plus
+        self.e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
+        self.n_al = 0  # aligned hits given
+        self.taken = 0  # rows taken
+        self.groups = 0  # groups of rows taken (general)
+        first = self.rows.peek()
+        # a first "+-" row (more alignments of no sequence) fails the table before anything
+        self.plus_first = self.general and first is not None and first.startswith(b"+-")
+        self.stopped = self.plus_first
+        self.id_error: ParseError | None = None
+        self.row_error: ParseError | None = None
+        self.warnings: list[str] | None = []  # the aligned rows' warnings, held (None: said at once)
+
+    def _later(self, message: str) -> None:
+        """A warning of an aligned hit's row: held until finish() (see the class)."""
+        held = self.warnings
+        if held is None:
+            self.warn(message)
+            return
+        held.append(message)
+        if len(held) >= HELD_WARNINGS:  # too many to hold: those held are said, the next at once
+            self.warnings = None
+            for message in held:
+                self.warn(message)
+
+    def aligned(self, hits: list, ids: list[bytes]) -> None:
+        """Check and complete the next ``len(hits)`` aligned hits (their ids as bytes: ``ids``)."""
+        k0 = self.n_al
+        self.n_al += len(hits)
+        if self.stopped or not hits:
+            return
+        if self.general:
+            self._aligned_groups(hits, ids, k0)
+            return
+        if len(hits) > len(self.rows) - self.taken:  # more alignments than rows: finish() says so
+            self.stopped = True
+            return
+        r, q = self.r, self.q
+        line0 = self.row1 + self.taken
+        rows = self.rows.take(len(hits))
+        self.taken += len(rows)
+        # rows of aligned hits only have to name the same sequence (the alignment
+        # carries all their values); the other rows become table-only hits.  Usually
+        # each row starts with its hit's id (ids have no spaces: then the row's first
+        # word contains the id, which _check_row_ids accepts)
+        if not all(map(bytes.startswith, rows, ids)):
+            row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows]
+            if self._ids_differ(ids, row_ids, [line0 + i for i in range(len(rows))], k0):
+                return
+        _whole_lengths(hits, rows, self.dicts)
+        if self.e2 and self.row_error is None:
+            qtype, ltype = q.query_type, q.library_type
+            warn = None if self.warn is None else self._later
+            try:
+                for i, hit in enumerate(hits):
+                    x = hit.hsps[0]
+                    if x.evalue2 is None:
+                        x.evalue2 = _parse_row(rows[i], line0 + i, self.cols, None, qtype, ltype, r.source,
+                                               warn)[1].evalue2
+            except ParseError as exc:
+                self.row_error = exc
+
+    def _ids_differ(self, ids: list[bytes], row_ids: list[bytes], lines: list[int], k0: int) -> bool:
+        try:
+            _check_row_ids(self.r, self.q, ids, row_ids, lines, k0)
+        except ParseError as exc:
+            self.id_error = exc
+            self.stopped = True
+            return True
+        return False
+
+    def _take_groups(self, n: int) -> list[list[tuple[bytes, int]]]:
+        """The next ``n`` groups of rows (fewer after the last): a row and the ``+-`` rows
+        after it, each row with its line number."""
+        rows, groups = self.rows, []
+        line = self.row1 + self.taken
+        while len(groups) < n:
+            chunk = rows.take(n - len(groups))  # at least one group each, more with "+-" rows
+            if not chunk:
+                break
+            for raw in chunk:
+                if groups and raw.startswith(b"+-"):
+                    groups[-1].append((raw, line))
+                else:
+                    groups.append([(raw, line)])
+                line += 1
+        while groups and (raw := rows.peek()) is not None and raw.startswith(b"+-"):  # the last group's
+            groups[-1].append((rows.take(1)[0], line))
+            line += 1
+        self.taken = line - self.row1
+        self.groups += len(groups)
+        return groups
+
+    def _aligned_groups(self, hits: list[Hit], ids: list[bytes], k0: int) -> None:
+        """The general table (-m 9 columns after a tab, ``+-`` rows, which belong to the
+        hit of the row above: for an aligned hit its ``>--`` alignments, in order)."""
+        groups = self._take_groups(len(hits))
+        if len(groups) < len(hits):  # more alignments than sequences: finish() says so
+            self.stopped = True
+            return
+        row_ids = [g[0][0].lstrip().partition(b" ")[0] for g in groups]
+        if row_ids != ids and self._ids_differ(ids, row_ids, [g[0][1] for g in groups], k0):
+            return
+        _whole_lengths(hits, [g[0][0].partition(b"\t")[0] for g in groups], self.dicts)
+        if (self.cols9 is not None or self.e2) and self.row_error is None:
+            # aligned hits: the alignments carry all values but E2() and the -m 9 extras
+            q, cols, cols9, source = self.q, self.cols, self.cols9, self.r.source
+            warn = None if self.warn is None else self._later
+            try:
+                for hit, g in zip(hits, groups):
+                    for x, (raw, line) in zip(hit.hsps, g):
+                        t = _parse_row(raw, line, cols, cols9, q.query_type, q.library_type, source, warn)[1]
+                        if x.evalue2 is None:
+                            x.evalue2 = t.evalue2
+                        if t.extra:
+                            x.extra = {**t.extra, **(x.extra or {})}
+            except ParseError as exc:
+                self.row_error = exc
+
+    def finish(self) -> None:
+        """After the last aligned hit: raise what the table says of them."""
+        r, q, rows = self.r, self.q, self.rows
+        if self.general:
+            if self.plus_first:
+                raise r.error("best-scores table starts with a '+-' row (more alignments of no sequence)", self.row1)
+            groups = self.groups
+            if self.n_al > groups:  # rows left untaken after an error: count their sequences
+                while (chunk := rows.take(65536)):
+                    groups += sum(1 for raw in chunk if not raw.startswith(b"+-"))
+                    self.taken += len(chunk)
+            if self.n_al > groups:
+                raise r.error(
+                    f"query {q.query_id!r} has {self.n_al} alignments but its best-scores table only {groups} "
+                    f"sequences", self.row1 + len(rows) - 1)
+        elif self.n_al > len(rows):
+            raise r.error(
+                f"query {q.query_id!r} has {self.n_al} alignments but its best-scores table only {len(rows)} rows",
+                self.row1 + len(rows) - 1,
+            )
+        if self.id_error is not None:
+            raise self.id_error
+        for message in self.warnings or ():  # the rows read before any bad one
+            self.warn(message)
+        self.warnings = None
+        if self.row_error is not None:
+            raise self.row_error
+
+    def table_only(self, chunk: int | None = None):
+        """The rows after those of the aligned hits, as table-only hits (dicts with ``dicts``
+        and a table that keeps the hits, else Hit objects), in lists of up to ``chunk``
+        (None: one list)."""
+        q, cols, cols9, source, warn = self.q, self.cols, self.cols9, self.r.source, self.warn
+        qtype, ltype = q.query_type, q.library_type
+        dicts = self.dicts and not self.general
+        size = chunk or max(len(self.rows) - self.taken, 1)
+        rank = (self.groups if self.general else self.taken) + 1
+        while True:
+            hits = []
+            if self.general:
+                for g in self._take_groups(size):
+                    hit = _parse_row(g[0][0], g[0][1], cols, cols9, qtype, ltype, source, warn)[0]
+                    for raw, line in g[1:]:
+                        hit.hsps.append(_parse_row(raw, line, cols, cols9, qtype, ltype, source, warn)[1])
+                    hit.rank = rank
+                    rank += 1
+                    hits.append(hit)
+            else:
+                line = self.row1 + self.taken
+                rows = self.rows.take(size)
+                self.taken += len(rows)
+                for i, raw in enumerate(rows):
+                    hit = _parse_row(raw, line + i, cols, None, qtype, ltype, source, warn)[0]
+                    hit.rank = rank
+                    rank += 1
+                    hits.append(hit.to_dict() if dicts else hit)
+            if not hits:
+                return
+            yield hits
 
 
 def _table_keeps_hits(table: tuple) -> bool:
-    """True if _table_hits leaves the aligned hits as they are with this table (columns,
+    """True if Table leaves the aligned hits as they are with this table (columns,
     -m 9 columns, rows, line, any ``+-`` row): no -m 9 columns, no E2() column, no
     ``+-`` rows."""
     cols, cols9, rows, _, plus = table
@@ -101,56 +274,15 @@ def _whole_lengths(hits: list, rows: list[bytes], dicts: bool) -> None:
                 h.hit_length = n
 
 
-def _check_row_ids(r, q: Query, ids: list[bytes], row_ids: list[bytes], lines: list[int]) -> None:
-    for i, (row_id, hit_id) in enumerate(zip(row_ids, ids)):
+def _check_row_ids(r, q: Query, ids: list[bytes], row_ids: list[bytes], lines: list[int], base: int = 0) -> None:
+    """Raise if a row does not name the sequence of its aligned hit (the ``base + 1``-th first)."""
+    for i, (row_id, hit_id) in enumerate(zip(row_ids, ids), start=base):
         if not row_id or (row_id.find(hit_id) < 0 and hit_id.find(row_id) < 0):
             raise r.error(
                 f"alignment {i + 1} of query {q.query_id!r} is for {hit_id.decode('utf-8', 'replace')!r} "
                 f"but its row of the best-scores table is {row_id.decode('utf-8', 'replace')!r}",
-                lines[i],
+                lines[i - base],
             )
-
-
-def _finish_rows(r, q: Query, cols, cols9, rows: list[bytes], row1: int, hits: list[Hit], ids, warn, e2,
-                 dicts: bool = False) -> None:
-    """The general table: ``-m 9``-family columns after a tab (``-m 10 -m 9c``), and
-    ``+-`` rows - more alignments of the library sequence of the row above - which
-    belong to the same hit (for an aligned hit: its ``>--`` alignments, in order)."""
-    groups: list[list[int]] = []  # row indices of each hit
-    for i, raw in enumerate(rows):
-        if raw.startswith(b"+-"):
-            if not groups:
-                raise r.error("best-scores table starts with a '+-' row (more alignments of no sequence)", row1 + i)
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    n_al = len(hits)
-    if n_al > len(groups):
-        raise r.error(
-            f"query {q.query_id!r} has {n_al} alignments but its best-scores table only {len(groups)} sequences",
-            row1 + len(rows) - 1,
-        )
-    qtype, ltype = q.query_type, q.library_type
-    row_ids = [rows[g[0]].lstrip().partition(b" ")[0] for g in groups[:n_al]]
-    if row_ids != ids:
-        _check_row_ids(r, q, ids, row_ids, [row1 + g[0] for g in groups[:n_al]])
-    _whole_lengths(hits, [rows[g[0]].partition(b"\t")[0] for g in groups[:n_al]], dicts)
-    if cols9 is not None or e2:
-        # aligned hits: the alignments carry all values but E2() and the -m 9 extras
-        for hit, g in zip(hits, groups):
-            for x, i in zip(hit.hsps, g):
-                t = _parse_row(rows[i], row1 + i, cols, cols9, qtype, ltype, r.source, warn)[1]
-                if x.evalue2 is None:
-                    x.evalue2 = t.evalue2
-                if t.extra:
-                    x.extra = {**t.extra, **(x.extra or {})}
-    for rank in range(n_al + 1, len(groups) + 1):
-        g = groups[rank - 1]
-        hit = _parse_row(rows[g[0]], row1 + g[0], cols, cols9, qtype, ltype, r.source, warn)[0]
-        for i in g[1:]:
-            hit.hsps.append(_parse_row(rows[i], row1 + i, cols, cols9, qtype, ltype, r.source, warn)[1])
-        hit.rank = rank
-        hits.append(hit)
 
 
 # -m 9 table columns (after the tab) -> (Hsp attribute or extra key, type)
