@@ -79,6 +79,7 @@ BAD_OPTIONS = [
     (("query", "hits", "--db", "a$b"), ("--db", "'a$b'")),
     (("timings", "--db", "d" * 64), ("--db", "at most 63 bytes")),
     (("analyze", "--db", "a/b"), ("--db",)),
+    (("bench", "workers", "--db", "d" * 51), ("too long for bench", "<db>_bench_xxxxxx", "at most 50")),
     (("server", "add-user", "bob", "--db", 'a"b'), ("--db",)),
     (("server", "start", "--port", "70000"), ("--port", "1 to 65535", "'70000'")),
     (("server", "start", "--port", "0"), ("--port", "'0'")),

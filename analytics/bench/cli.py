@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 from ingest.cli.common import settings_from
+from ingest.config import DB_NAME_MAX_BYTES
 from ingest.errors import Exit, SciIngestError, UsageError
 from ingest.report import dumps, table
 from analytics.bench import UnknownExperiment, all_experiments, get_experiment
 from analytics.bench.output import comparison_table, points_table
 from analytics.bench.report import write_report
-from analytics.bench.runner import run_experiment
+from analytics.bench.runner import BENCH_DB_SUFFIX, run_experiment
 
 __all__ = ["cmd_bench"]
 
@@ -67,6 +68,10 @@ def cmd_bench(args) -> int:
         experiments = [get_experiment(n) for n in names]
     except UnknownExperiment as exc:
         raise UsageError(exc.args[0]) from exc
+    room = DB_NAME_MAX_BYTES - len(BENCH_DB_SUFFIX)
+    if len(settings.db_name.encode("utf-8", "surrogateescape")) > room:  # before any server starts
+        raise UsageError(f"--db {settings.db_name!r} is too long for bench: each run uses a database "
+                         f"<db>{BENCH_DB_SUFFIX} of at most {DB_NAME_MAX_BYTES} bytes, so <db> at most {room}")
 
     failed = []
     for experiment in experiments:

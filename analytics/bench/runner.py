@@ -14,8 +14,10 @@ from analytics.bench.output import compare, write_files
 from ingest.store.connection import database
 from ingest.store.mongo import connect, close_client, db_errors
 
-__all__ = ["run_experiment", "BUDGET_S", "machine_label", "stored_runs"]
+__all__ = ["run_experiment", "BUDGET_S", "machine_label", "stored_runs", "BENCH_DB_SUFFIX"]
 
+#: A run's database is ``<db>_bench_<6 hex digits>`` (the end of its run id): its shape, for the length.
+BENCH_DB_SUFFIX = "_bench_" + "x" * 6
 # the deadline given to an experiment's load generators, per size (--quick: the whole command
 # stays under two minutes with the server's start and the files written)
 BUDGET_S = {"tiny": 45.0, "quick": 95.0, "full": 6 * 3600.0}
@@ -36,7 +38,7 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
     scratch = Path(tempfile.mkdtemp(prefix=f"sci-ingest-bench-{experiment.name}-"))
     with database(settings, log) as conn:
         # a database of this run's own (two runs at once on one server must not drop each other's data)
-        bench_db = f"{settings.db_name}_bench_{run_id.rsplit('-', 1)[1]}"
+        bench_db = f"{settings.db_name}_bench_{run_id.rsplit('-', 1)[1]}"  # as long as BENCH_DB_SUFFIX says
         ctx = Context(uri=conn.uri, db_name=bench_db, server=conn.info.as_dict(), embedded=conn.embedded is not None,
                       scratch=scratch, size=size, deadline=time.monotonic() + BUDGET_S.get(size, BUDGET_S["quick"]),
                       log=log, scheduler=getattr(settings, "dask_scheduler", None))  # fmt: skip
