@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from pathlib import Path
 
@@ -261,27 +260,31 @@ def _failures(report: dict) -> dict[str, dict]:
     return {f["path"]: f for f in report["failed"]}
 
 
-def _load_measured(mongo_uri: str, db: str, paths, tmp_path: Path, *options: str, timeout: float = 300):
-    """`sci-ingest load --json` in one process; (the process, its report, its peak RSS in MB).
+#: Runs a command and writes its peak RSS (KB) to a file: from this small process, since a child's
+#: ru_maxrss counts the pages it shared with its parent between fork and exec (a test process holding
+#: its hostile inputs, 140-310 MB here, would be measured instead of the loader).
+_MEASURE = ("import os, sys\n"
+            "pid = os.spawnv(os.P_NOWAIT, sys.argv[2], sys.argv[2:])\n"
+            "_, status, usage = os.wait4(pid, 0)\n"
+            "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
 
-    The peak is the loader's own (``os.wait4`` on it), not that of any other child of this test's process."""
-    args = [str(BIN), "load", "--json", "-q", "--workers", "1", "--mongo-uri", mongo_uri, "--db", db, *options,
-            *map(str, paths)]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env=_env(tmp_path))
-        timer = threading.Timer(timeout, proc.kill)  # the safety net: a hang fails, nothing is timed
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    assert proc.returncode != -9, f"killed after {timeout} s: the work was not bounded"
+
+def _load_measured(mongo_uri: str, db: str, paths, tmp_path: Path, *options: str, timeout: float = 300):
+    """`sci-ingest load --json` in one process: (its exit code, stderr, report, peak RSS in MB)."""
+    peak = tmp_path / "peak_rss_kb"
+    args = [sys.executable, "-c", _MEASURE, str(peak), str(BIN), "load", "--json", "-q", "--workers", "1",
+            "--mongo-uri", mongo_uri, "--db", db, *options, *map(str, paths)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)  # the safety net: a hang fails, nothing is timed
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        raise AssertionError(f"still running after {timeout} s: the work was not bounded") from None
     assert "Traceback" not in stderr, stderr[-3000:]
-    return proc.returncode, stderr, json.loads(stdout), usage.ru_maxrss // 1024
+    return proc.returncode, stderr, json.loads(stdout), int(peak.read_text()) // 1024
 
 
 # ------------------------------------------------------------------ item 1: a bound on bad records
@@ -315,6 +318,54 @@ def test_a_gzip_of_millions_of_bad_records_fails_at_the_bound(mongo_uri, mongo_c
         assert f"failed: {reason}" in stderr
     assert report["files"]["files_loaded"] == 1
     assert sorted(d["_id"] for d in mongo_client[dbname].materials.find()) == ["mp-0", "mp-1", "mp-2"]
+
+
+def test_blanks_cost_no_more_than_a_record(mongo_uri, mongo_client, dbname, tmp_path):
+    """A GB of newlines fits in a MB of gzip, and they were read one by one (0.27 us each), and counted again
+    for each line read while the layout was sniffed (40,000 took 40 s): a run of blanks is skipped a buffer at a
+    time and may be as long as a record, no longer; the rest of the file is then not read."""
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    blanks = b"\n" * (64 << 20)
+    (inbox / "lines.jsonl.gz").write_bytes(gzip.compress(_record(1).encode() + b"\n" + blanks + _record(2).encode(), 1))
+    (inbox / "after.json.gz").write_bytes(gzip.compress(b"[" + _record(3).encode() + b"]" + blanks, 1))
+    sniffed = b'{"material_id": "mp-4",}\n' + b"\n" * 4_000_000 + _record(5).encode() + b"\n"
+    (inbox / "sniffed.jsonl").write_bytes(sniffed)
+    (inbox / "good.jsonl").write_text(_record(7) + "\n")
+    code, stderr, report, _ = _load_measured(mongo_uri, dbname, [inbox], tmp_path)
+    assert code == 2, stderr[-2000:]
+    failed = {path: f["reason"] for path, f in _failures(report).items()}
+    assert failed == {
+        str(inbox / "lines.jsonl.gz"): f"{inbox / 'lines.jsonl.gz'}:2: 1 bad record(s); first: more than 16,777,216 "
+        "bytes of nothing but whitespace (the limit of a record; SCI_INGEST_MAX_RECORD_BYTES): the rest of the file "
+        "is not read",
+        str(inbox / "after.json.gz"): f"{inbox / 'after.json.gz'}:2: 1 bad record(s); first: more than 16,777,216 "
+        "bytes of nothing but whitespace after the closing ']' (the limit of a record): the rest of the file is not "
+        "read",
+        str(inbox / "sniffed.jsonl"): f"{inbox / 'sniffed.jsonl'}:1: 1 bad record(s); first: invalid JSON: Expecting "
+        "property name enclosed in double quotes at column 24"}, failed
+    assert [d["_id"] for d in mongo_client[dbname].materials.find()] == ["mp-7"]
+
+
+def test_the_bound_is_an_option_and_zero_reads_every_record(mongo_uri, dbname, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(f'{{"n": {i}}}\n' for i in range(150)))
+    code, _, report, _ = _load_measured(mongo_uri, dbname, [path], tmp_path, "--max-bad-records", "3")
+    reason = _failures(report)[str(path)]["reason"]
+    assert code == 2 and reason.startswith(f"{path}:1: 3 bad record(s), the bound (--max-bad-records)"), reason
+    code, _, report, _ = _load_measured(mongo_uri, dbname, [path], tmp_path, "--max-bad-records", "0")
+    reason = _failures(report)[str(path)]["reason"]
+    assert code == 2 and reason.startswith(f"{path}:1: 150 bad record(s); first: "), reason  # every one read
+
+
+@pytest.mark.parametrize("command", ["load", "run"])
+@pytest.mark.parametrize("value", ["-1", "x", "1.5", "nan", ""])
+def test_a_bad_bound_is_a_usage_error_before_any_work(tmp_path, command, value):
+    proc = subprocess.run([str(BIN), command, "--max-bad-records", value, str(tmp_path)], capture_output=True,
+                          text=True, env=_env(tmp_path), timeout=120)
+    assert proc.returncode == 64, proc.stderr
+    assert "argument --max-bad-records: must be a whole number of bad records, 0 or more" in proc.stderr
+    assert not (tmp_path / "home").exists()  # no server started, nothing done
 
 
 # ------------------------------------------------------------------ item 1: fail at the first MiB that proves it

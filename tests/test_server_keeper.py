@@ -71,7 +71,7 @@ def home(tmp_path):
 def test_the_next_command_reuses_the_server_until_server_stop(home):
     first = _cli(home, "timings")
     assert first.returncode == 1 and "no runs recorded yet" in first.stderr, first.stderr
-    said = [line for line in first.stderr.splitlines() if line.startswith(STARTING)]
+    said = [line for line in first.stderr.splitlines() if line.startswith(f"note: {STARTING}")]
     assert len(said) == 1 and "600 s" in said[0] and "sci-ingest server stop" in said[0], first.stderr
     record = _record(home)
     server, keeper = record["pid"], record["keeper"]["pid"]

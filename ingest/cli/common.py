@@ -55,7 +55,7 @@ def load_options(args, settings):
         workers=args.workers or default_workers(), force=args.force, dry_run=args.dry_run,
         write_concern=write_concern,
         retry_s=args.retry_for, keep_indexes=args.keep_indexes, progress=settings.progress,
-        include_hidden=getattr(args, "include_hidden", False))
+        include_hidden=getattr(args, "include_hidden", False), max_bad_records=args.max_bad_records)
 
 
 def follows_changes(args) -> bool:

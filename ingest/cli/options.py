@@ -14,7 +14,7 @@ from ingest.config import MOST_WORKERS_PER_CORE, DbName, Number
 from ingest.errors import EXIT_MEANINGS, Exit
 
 __all__ = ["EPILOG_MAIN", "EXIT_TABLE", "exit_codes", "JSON_HELP", "add_load_options", "HIDDEN_HELP", "FORMATS",
-           "typed", "DB_NAME", "PORT", "WORKERS", "RETRY_FOR"]
+           "typed", "DB_NAME", "PORT", "WORKERS", "RETRY_FOR", "MAX_BAD_RECORDS"]
 
 
 def typed(kind: Number | DbName):
@@ -36,6 +36,7 @@ DB_NAME = typed(DbName())
 PORT = typed(Number(noun="a TCP port", least=1, most=65535))
 WORKERS = typed(Number("worker processes", least=1))
 RETRY_FOR = typed(Number("seconds", integer=False))
+MAX_BAD_RECORDS = typed(Number("bad records"))
 
 
 def _exit_table() -> str:
@@ -104,6 +105,9 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
                    help="keep the query indexes up during a bulk load instead of building them after it")
     p.add_argument("--dry-run", action="store_true", help="read, parse and build every document, write nothing")
     p.add_argument("--include-hidden", action="store_true", help=HIDDEN_HELP)
+    p.add_argument("--max-bad-records", type=MAX_BAD_RECORDS, default=100, metavar="N",
+                   help="a JSON record file fails at its N-th bad record, the rest of it unread: a whole number, "
+                        "0 or more (default 100; 0: no bound, every record read)")
 
 
 #: What `load` reads, for messages.

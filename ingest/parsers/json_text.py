@@ -18,18 +18,21 @@ the reader names ``file:line: reason``, the record's file then failing as any ba
   Project data costs 6-14 bytes of text a value: records up to about 13 MB of such text pass.
 * **Duplicate keys.**  ``{"a": 1, "a": 2}`` is read by every JSON reader, each keeping one of
   the values (Python's the last): which value the writer meant cannot be known, so the record
-  is refused, naming the key and the object's path (``key 'a' twice in the object at sites.3``).
+  is refused, naming the key and the object's path (``key "a" twice in the object at sites.3``).
+
+And what was read but not as written: a number that is not finite (:func:`non_finite`), stored with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 from ingest.errors import ParseError
 
-__all__ = ["decode", "estimated_bytes", "outside_strings", "over_budget", "RECORD_MEMORY_BUDGET"]
+__all__ = ["decode", "estimated_bytes", "non_finite", "outside_strings", "over_budget", "RECORD_MEMORY_BUDGET"]
 
 #: The most memory one record may take once decoded, estimated before it is (see the module's text).
 RECORD_MEMORY_BUDGET = 128 << 20
@@ -166,3 +169,44 @@ def _first_duplicate(node: Any, path: str) -> tuple[str, str] | None:
         if found:
             return found
     return None
+
+
+#: Text that may have become a number that is not finite: the literals Python's json reads
+#: (NaN, Infinity, -Infinity) and exponents of three digits or more (1e400 overflows to inf).
+_NON_FINITE_TEXT = re.compile(r"NaN|Infinity|[eE][+-]?0*[1-9]\d{2}")
+_MAX_WARNINGS_A_RECORD = 5
+
+
+def non_finite(text: str, value: Any) -> tuple[str, ...]:
+    """Where a record holds a number that is not finite, as ``path: what`` lines.
+
+    The policy (docs/loading.md, "Values checked at the door"): such a number is stored as the BSON
+    double it became (NaN, Infinity, -Infinity: JSON has none, but Python's reader and
+    MongoDB's extended JSON do) and named in a warning; numbers over a double's range
+    (``1e400``) become infinities and are named as overflowing.  Only records whose text holds
+    such a literal or a three-digit exponent are walked.
+    """
+    if not _NON_FINITE_TEXT.search(text):
+        return ()
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if len(found) > _MAX_WARNINGS_A_RECORD:
+            return
+        if isinstance(node, float):
+            if node != node:
+                found.append(f"{path}: NaN is not a number (stored as NaN)")
+            elif node in (math.inf, -math.inf):
+                found.append(f"{path}: {'-' if node < 0 else ''}Infinity, or a number beyond a double's range "
+                             "(stored as an infinity)")
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}.{i}")
+
+    walk(value, "")
+    if len(found) > _MAX_WARNINGS_A_RECORD:
+        found[_MAX_WARNINGS_A_RECORD:] = ["and more numbers that are not finite"]
+    return tuple(found)

@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 import zlib
 from dataclasses import dataclass
@@ -80,7 +79,7 @@ from typing import Any, BinaryIO, Iterator
 
 from ingest.config import setting
 from ingest.errors import InputError, ParseError
-from ingest.parsers.json_text import decode, outside_strings, over_budget
+from ingest.parsers.json_text import decode, non_finite, outside_strings, over_budget
 
 __all__ = ["Record", "classify", "read_records", "non_finite", "plain_key", "TYPED_KINDS", "PLAIN_TYPES"]
 
@@ -223,47 +222,6 @@ def classify(raw: dict) -> tuple[str, str, str]:
 
 
 # --------------------------------------------------------------------------- reading
-#: Text that may have become a number that is not finite: the literals Python's json reads
-#: (NaN, Infinity, -Infinity) and exponents of three digits or more (1e400 overflows to inf).
-_NON_FINITE_TEXT = re.compile(r"NaN|Infinity|[eE][+-]?0*[1-9]\d{2}")
-_MAX_WARNINGS_A_RECORD = 5
-
-
-def non_finite(text: str, value: Any) -> tuple[str, ...]:
-    """Where a record holds a number that is not finite, as ``path: what`` lines.
-
-    The policy (docs/loading.md, "Values checked at the door"): such a number is stored as the BSON
-    double it became (NaN, Infinity, -Infinity: JSON has none, but Python's reader and
-    MongoDB's extended JSON do) and named in a warning; numbers over a double's range
-    (``1e400``) become infinities and are named as overflowing.  Only records whose text holds
-    such a literal or a three-digit exponent are walked.
-    """
-    if not _NON_FINITE_TEXT.search(text):
-        return ()
-    found: list[str] = []
-
-    def walk(node: Any, path: str) -> None:
-        if len(found) > _MAX_WARNINGS_A_RECORD:
-            return
-        if isinstance(node, float):
-            if node != node:
-                found.append(f"{path}: NaN is not a number (stored as NaN)")
-            elif node in (math.inf, -math.inf):
-                found.append(f"{path}: {'-' if node < 0 else ''}Infinity, or a number beyond a double's range "
-                             "(stored as an infinity)")
-        elif isinstance(node, dict):
-            for key, item in node.items():
-                walk(item, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, list):
-            for i, item in enumerate(node):
-                walk(item, f"{path}.{i}")
-
-    walk(value, "")
-    if len(found) > _MAX_WARNINGS_A_RECORD:
-        found[_MAX_WARNINGS_A_RECORD:] = ["and more numbers that are not finite"]
-    return tuple(found)
-
-
 def _record(raw: Any, number: int, source: str, start_line: int | None = None, text: str = "") -> Record | ParseError:
     try:
         kind, doc_type, key = classify(raw)
@@ -280,19 +238,45 @@ def _too_big(size: int | None) -> str:
             "SCI_INGEST_MAX_RECORD_BYTES)" + ("" if size is not None else "; the rest of the file is not read"))
 
 
-def _bounded_lines(stream: BinaryIO) -> Iterator[bytes | None]:
-    """Each physical line; then ``None`` and nothing more where a line is over the record limit:
-    known once the limit's bytes and one more are read without a line end, the line is neither held
-    nor skipped to its end (the file fails: what follows is not read)."""
+def _bounded_lines(stream: io.BufferedReader) -> Iterator[tuple[bytes | None, int, str]]:
+    """(line, physical lines it stands for, why not) per line; a run of blank lines is one empty line
+    standing for them all (:func:`_blank_run`).  Then ``(None, 1, reason)`` and nothing more: where a
+    line is over the record limit (known once the limit's bytes and one more are read without a line end:
+    the line is neither held nor skipped to its end), or a run of blanks is longer than it (as before the
+    first record); the file fails, the rest unread."""
     while True:
         line = stream.readline(MAX_RECORD_BYTES + 1)
         if not line:
             return
-        if len(line) <= MAX_RECORD_BYTES or line.endswith(b"\n"):
-            yield line
+        if len(line) > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+            yield None, 1, _too_big(None)
+            return
+        if not line.isspace():
+            yield line, 1, ""
             continue
-        yield None
-        return
+        run, over = _blank_run(stream, line)
+        if over:
+            yield None, 1, (f"more than {MAX_RECORD_BYTES:,} bytes of nothing but whitespace (the limit of a record; "
+                            "SCI_INGEST_MAX_RECORD_BYTES): the rest of the file is not read")
+            return
+        yield b"", sum(chunk.count(b"\n") for chunk in run), ""
+
+
+def _blank_run(stream: io.BufferedReader, line: bytes) -> tuple[list[bytes], bool]:
+    """The blank ``line`` and the blank lines after it, read a buffer at a time (a gzip of a GB of newlines
+    took 0.27 us a line, read one by one: minutes), and whether they pass the record limit (then the
+    reading stops there).  The blanks before the next line's text are left to that line."""
+    run, size = [line], len(line)
+    while size <= MAX_RECORD_BYTES and (ahead := stream.peek(CHUNK)[:CHUNK]):
+        rest = ahead.lstrip()
+        end = len(ahead) if not rest else ahead.rfind(b"\n", 0, len(ahead) - len(rest)) + 1
+        if end <= 0:
+            break
+        run.append(stream.read(end))
+        size += end
+        if rest:
+            break
+    return run, size > MAX_RECORD_BYTES
 
 
 class _Prefixed(io.RawIOBase):
@@ -317,10 +301,12 @@ class _Prefixed(io.RawIOBase):
         return n
 
 
-def _read_lines(stream: BinaryIO, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
-    for number, raw_line in enumerate(_bounded_lines(stream), start=first_line):
+def _read_lines(stream: io.BufferedReader, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
+    number = first_line - 1
+    for raw_line, lines, refused in _bounded_lines(stream):
+        number += lines
         if raw_line is None:
-            yield ParseError(_too_big(None), source=source, line=number)
+            yield ParseError(refused, source=source, line=number)
             return
         text = raw_line.strip()
         if not text:
@@ -443,10 +429,17 @@ def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tupl
                 return
         dropped = refill(start)
         pos, start, dropped_before = pos - dropped, start - dropped, dropped_before + dropped
-    if closed:  # only whitespace may follow the array
-        while not buf[pos:].strip() and not eof:
-            dropped = refill(pos)
-            pos -= dropped
+    if closed:  # only whitespace may follow the array: as much as a record may hold, dropped as it is read
+        trailing = 0
+        while not eof and not buf[pos:].strip():
+            trailing += len(buf) - pos
+            if trailing > MAX_RECORD_BYTES:
+                yield ParseError(f"more than {MAX_RECORD_BYTES:,} bytes of nothing but whitespace after the closing "
+                                 "']' (the limit of a record): the rest of the file is not read", source=source,
+                                 line=number + 1)
+                return
+            if refill(len(buf)):
+                pos = 0
         if buf[pos:].strip():
             yield ParseError(f"data after the closing ']' (line {first_line_of(pos, len(buf))})",
                              source=source, line=number + 1)
@@ -527,16 +520,20 @@ def _read_records(handle: BinaryIO, source: str) -> Iterator[Record | ParseError
         peeked: list[bytes] = []
         jsonl = False
         first_balanced = None
-        while len([p for p in peeked if p.strip()]) < SNIFF_LINES:
+        size = lines = 0  # counted as they come: each blank line once (a count of the list each time was quadratic)
+        while lines < SNIFF_LINES:
             line = stream.readline(MAX_RECORD_BYTES + 1)
             if not line:
                 break
-            peeked.append(line)
-            if len(line) > MAX_RECORD_BYTES or sum(map(len, peeked)) > MAX_RECORD_BYTES:
+            run = _blank_run(stream, line)[0] if line.isspace() else [line]
+            peeked += run
+            size += sum(map(len, run))
+            if len(line) > MAX_RECORD_BYTES or size > MAX_RECORD_BYTES:
                 break  # too long for a line of JSON Lines: objects on one line, or an oversize one
             text = line.strip()
             if not text:
                 continue
+            lines += 1
             if _is_object_line(text):
                 jsonl = True
                 break
