@@ -345,7 +345,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             report.error, report.exit_code = str(exc), Exit.USAGE
         except SciIngestError as exc:
             full = own_disk_full(exc, settings.out_dir, settings.state_dir)  # the server's disk, or ours (Parquet)
-            report.error = str(full) if full else f"{type(exc).__name__}: {exc}"
+            report.error = str(full or exc)  # its message names what failed and why: no class name
             report.exit_code = EXIT_FATAL
         except KeyboardInterrupt as exc:  # Ctrl-C (SIGTERM) outside a load: what was finished, undone, how to go on
             _interrupted(report, timings, exc)
@@ -367,7 +367,7 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
             elif isinstance(stopped.cause, DiskFull):  # one line: where, and what to do
                 report.error, report.exit_code = str(stopped.cause), EXIT_FATAL
             else:
-                report.error, report.exit_code = f"{type(stopped.cause).__name__}: {stopped.cause}", EXIT_FATAL
+                report.error, report.exit_code = str(stopped.cause), EXIT_FATAL
             if not gone:
                 try:
                     _load_rows(timings, stopped.summary, None, None)  # the files' own clocks span it

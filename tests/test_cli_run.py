@@ -162,10 +162,14 @@ def test_run_with_bad_input_exits_2_and_names_the_file(mongo_uri, dbname, tmp_pa
 
 
 def test_fatal_error_exits_1(tmp_path):
+    data = tmp_path / "one.m10"  # a data file: an empty folder is refused before any server is asked
+    data.write_bytes((Path(__file__).resolve().parent.parent / "samples" / "pasta" / "fasta36_prot.m10").read_bytes())
     proc, _ = sci_ingest("load", str(tmp_path), "--mongo-uri", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=300",
                          check_json=False)
     assert proc.returncode == 1
-    assert "cannot reach MongoDB" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert "cannot reach MongoDB" in lines[-1] and lines[-1].startswith("error: "), proc.stderr
+    assert "Error:" not in lines[-1] and "Unavailable:" not in lines[-1], lines[-1]  # no class name
 
 
 def test_critical_expectation_failure_fails_the_run_naming_it(mongo_uri, mongo_client, dbname, tmp_path):

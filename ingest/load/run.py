@@ -93,7 +93,7 @@ class LoadStopped(SciIngestError):
                  by: str = "Ctrl-C"):
         self.summary, self.job, self.resume, self.cause, self.by = summary, job, resume, cause, by
         self.interrupted = cause is None
-        what = f"interrupted ({by})" if cause is None else f"{type(cause).__name__}: {cause}"
+        what = f"interrupted ({by})" if cause is None else str(cause)
         super().__init__(f"{what}; resume with: {resume}")
 
     def roll_back(self) -> list[str]:
@@ -402,14 +402,14 @@ SET_ASIDE_SHOWN = 10
 
 
 def _log_warnings(outcome: FileOutcome, log) -> None:
-    for said, kept, total, shown, what in (
+    for level, kept, total, shown, what in (
             ("set aside", outcome.set_aside, outcome.set_aside_total, SET_ASIDE_SHOWN, "value(s) set aside"),
             ("warning", outcome.warnings, outcome.warnings_total, WARNINGS_SHOWN, "warning(s)")):
         for message in kept[:shown]:
-            log(f"{said}: {message}")
+            log(f"{level}: {message}")
         more = total - min(len(kept), shown)
         if more > 0:
-            log(f"{said}: {outcome.shown}: {more} more {what} (the first {len(kept)} in the ledger entry "
+            log(f"{level}: {outcome.shown}: {more} more {what} (the first {len(kept)} in the ledger entry "
                 "and in --json)")
 
 
