@@ -24,6 +24,7 @@ import pymongo
 import pytest
 
 import load_corpus
+from test_pasta_big_block import REAL, big_block
 from ingest.server.space import LOW_SPACE_BYTES, free_bytes, own_disk_full
 
 REPO = Path(__file__).resolve().parent.parent
@@ -172,3 +173,31 @@ def test_a_write_of_our_own_that_finds_no_room_is_named_by_its_folder(small_disk
     assert refused.returncode == 1
     assert _errors(refused) == [f"error: no space left on device in {other / 'db'}; free space and run again"], \
         refused.stderr
+
+
+def test_a_full_temporary_folder_stops_the_load_and_names_it(small_disk, tmp_path):
+    """A -m 10 block too big to hold spills its hits to TMPDIR (ingest/parsers/pasta/spool.py): a TMPDIR
+    without room is the machine's condition, not the file's, so the load stops naming that folder
+    (exit 1, the file not marked failed) and the same load, once there is room, loads it."""
+    disk, _ = small_disk
+    block = tmp_path / "big.m10"
+    block.write_bytes(big_block(REAL.read_bytes(), 5_000, 100_000))
+    with open(disk / "filler", "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, free_bytes(disk) - (1 << 20))
+    home = tmp_path / "home"
+    env = {**os.environ, "SCI_INGEST_HOME": str(home), "SCI_INGEST_KEEP": "0", "TMPDIR": str(disk)}
+    for name in ("MONGODB_URI", "SCI_INGEST_DB", "DASK_SCHEDULER_ADDRESS"):
+        env.pop(name, None)
+    argv = [str(BIN), "load", "-q", "--workers", "1", str(block)]
+    try:
+        stopped = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert stopped.returncode == 1, stopped.stderr
+        assert _errors(stopped) == [f"error: no space left on device in {disk}; free space and run again"], \
+            stopped.stderr
+        assert "failed:" not in stopped.stderr
+        (disk / "filler").unlink()
+        resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert "files: 1 loaded, 0 skipped (unchanged), 0 failed" in resumed.stdout
+    finally:
+        subprocess.run([str(BIN), "server", "stop"], env=env, capture_output=True, timeout=120)

@@ -36,6 +36,7 @@ Otherwise the file is written again (its documents are idempotent).
 from __future__ import annotations
 
 import gzip
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
+from ingest.server.space import own_disk_full
 from ingest.store.mongo import Retry
 from ingest.timing import utcnow
 
@@ -158,6 +160,9 @@ def _start_claimed(ctx: FileContext, path: Path, entry: dict, outcome: FileOutco
     try:
         _queue_documents(ctx, flight)
     except _INPUT_ERRORS as exc:
+        full = own_disk_full(exc, tempfile.gettempdir())
+        if full is not None:  # no room for a big block's spill (TMPDIR): the machine's fault, not the file's
+            raise full from exc  # the load stops as for a full disk of the server; start() rolls this file back
         ctx.writer.result(key)  # what was queued is written: then it goes
         return _roll_back(ctx, flight, exc)
     return flight
