@@ -30,7 +30,7 @@ from ingest.cli.options import DB_NAME, EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, POR
 from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
 from ingest.config import DbName, bad_settings, begin_command
 from ingest.dates import command_began, process_started
-from ingest.fileio import one_line_messages, stderr_line
+from ingest.fileio import one_line_messages, printable, stderr_line
 
 __all__ = ["build_parser", "main", "run", "Parser"]
 
@@ -41,11 +41,12 @@ OWN_COMMANDS = frozenset({"run", "load", "timings", "server", "parse", "airflow"
 
 class Parser(argparse.ArgumentParser):
     """The parser of ``sci-ingest`` and of each of its commands: a command line it cannot read exits
-    :attr:`Exit.USAGE` (64), not argparse's 2, which means "some inputs failed" here."""
+    :attr:`Exit.USAGE` (64), not argparse's 2, which means "some inputs failed" here, with one line
+    as every error is said (argparse's usage block is where ``--help`` points)."""
 
     def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+        said = printable(f"error: {self.prog}: {message} (`{self.prog} --help` shows the usage)", backslash=False)
+        self.exit(Exit.USAGE, said + "\n")
 
 
 # The commands that talk to a server import pymongo (0.9 s of a cold start) when they run, never
