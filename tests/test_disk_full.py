@@ -181,7 +181,7 @@ def test_a_full_temporary_folder_stops_the_load_and_names_it(small_disk, tmp_pat
     (exit 1, the file not marked failed) and the same load, once there is room, loads it."""
     disk, _ = small_disk
     block = tmp_path / "big.m10"
-    block.write_bytes(big_block(REAL.read_bytes(), 5_000, 100_000))
+    block.write_bytes(big_block(REAL.read_bytes(), 5_000, 0))  # past the 4,096 hits a block holds
     with open(disk / "filler", "wb") as fh:
         os.posix_fallocate(fh.fileno(), 0, free_bytes(disk) - (1 << 20))
     home = tmp_path / "home"
