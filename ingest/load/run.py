@@ -182,8 +182,6 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         exc.finished = [o.as_dict() for o in _decided(outcomes)]
         exc.retries = max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
         raise
-    if outcomes:  # retries no file counted (a batch handed back, say) go on the last one
-        outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     _decided(outcomes)
     if not job.options.dry_run:
         try:
@@ -193,6 +191,8 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
                 raise
             # the private server exited after these files were loaded: they are reported as
             # loaded, and the run stops with the server's exit at its next operation
+    if outcomes:  # retries no file counted (a batch handed back, the timings' write) go on the last one
+        outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     return [o.as_dict() for o in outcomes]
 
 
