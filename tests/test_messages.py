@@ -222,7 +222,10 @@ def test_retries_through_a_lost_server_are_counted(own_server, tmp_path):
     assert proc.returncode == 1, (out[-3000:], err[-3000:])
     (load,) = [line for line in out.splitlines() if line.startswith("load: ")]
     retries = int(re.search(r"(\d+) retried operation", load).group(1))
-    assert retries >= 1, load  # it said 0 after a whole window of retries
+    # the count says what happened (it said 0 after a whole window of retries): the first retry is announced
+    # on stderr; an error that is not worth a retry (the server killed mid-reply, at times) stops at once
+    retried = any("retrying for up to 2 s" in line for line in err.splitlines())
+    assert (retries >= 1) == retried, (load, err[-3000:])
     assert "resume with: sci-ingest load" in out and _levelled(err)
 
 
