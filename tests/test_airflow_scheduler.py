@@ -1,4 +1,4 @@
-"""The DAG run the way Airflow runs it: ``sci-ingest airflow`` (api-server, scheduler with
+"""(``make test-scheduler``, in CI; ``make test`` deselects it.)  The DAG run the way Airflow runs it: ``sci-ingest airflow`` (api-server, scheduler with
 LocalExecutor, dag-processor, triggerer), runs triggered through Airflow's REST API and the
 daily run the scheduler creates, the tasks executed by the real scheduler in their own
 processes - not ``dag.test()``.
@@ -219,6 +219,7 @@ def _manual_backfill(api, home: Path) -> None:
         assert all(t["pool"] == "sci_ingest_load" for t in batches if t["state"] == "success"), batches
 
 
+@pytest.mark.scheduler
 @pytest.mark.skipif(not AIRFLOW_INSTALLED, reason="Airflow is not installed (make install)")
 def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
     proc, port, home, log_path = local_airflow
