@@ -174,6 +174,15 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
                 outcomes.append(step)
         while flights:
             outcomes.append(complete(ctx, flights.pop(0)))
+        _decided(outcomes)
+        if not job.options.dry_run:
+            try:
+                _record_file_timings(ctx, job, outcomes)
+            except ServerUnavailable:
+                if not ctx.retry.server_gone():
+                    raise  # with the retries it spent, counted below as every other stop's
+                # the private server exited after these files were loaded: they are reported as
+                # loaded, and the run stops with the server's exit at its next operation
     except BaseException as exc:
         for flight in flights:
             abandon(ctx, flight.outcome.path)
@@ -182,15 +191,6 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         exc.finished = [o.as_dict() for o in _decided(outcomes)]
         exc.retries = max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
         raise
-    _decided(outcomes)
-    if not job.options.dry_run:
-        try:
-            _record_file_timings(ctx, job, outcomes)
-        except ServerUnavailable:
-            if not ctx.retry.server_gone():
-                raise
-            # the private server exited after these files were loaded: they are reported as
-            # loaded, and the run stops with the server's exit at its next operation
     if outcomes:  # retries no file counted (a batch handed back, the timings' write) go on the last one
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     return [o.as_dict() for o in outcomes]
