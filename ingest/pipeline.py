@@ -35,7 +35,8 @@ from ingest.store.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import (ConfigError, DiskFull, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable,
                            UsageError, ValidationFailed)
 from ingest.server.space import own_disk_full
-from ingest.store.mongo import Retry, ping, process_alive, redact
+from ingest.store.mongo import ping, redact
+from ingest.store.retry import Retry, process_alive
 from ingest.store.servers import ServerInfo
 from ingest.timing import command_start, StageRecord, Timings, from_epoch, own_seconds, utcnow
 from ingest.cluster import dask_client, warm_up

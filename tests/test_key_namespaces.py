@@ -22,7 +22,8 @@ import pytest
 from ingest.load.keys import KEY_SCHEME, old_keys_held
 from ingest.parsers.materials import plain_key
 from ingest.store.catalog import VERSIONS
-from ingest.store.mongo import Retry, compressed_bson
+from ingest.store.mongo import compressed_bson
+from ingest.store.retry import Retry
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 

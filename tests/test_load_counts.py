@@ -53,7 +53,7 @@ def test_a_load_sends_no_count(mongo_uri, db, monkeypatch):
     (the case that counted every collection) send no count, and the tally holds what they inserted."""
     from ingest.load import indexes
     from ingest.pipeline import task_load
-    from ingest.store.mongo import Retry
+    from ingest.store.retry import Retry
 
     listener = _Commands()
     monitoring.register(listener)  # every client built from now on, in this process

@@ -340,7 +340,7 @@ def test_a_load_is_bulk_into_empty_collections_or_when_it_at_least_doubles_them(
     counted (tests/test_load_counts.py watches the wire)."""
     from ingest.load import indexes
     from ingest.load.plan import FileTask
-    from ingest.store.mongo import Retry
+    from ingest.store.retry import Retry
 
     monkeypatch.setattr(indexes, "BULK_MIN_DOCUMENTS", 100)
     retry = Retry(5)

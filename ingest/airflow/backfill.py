@@ -23,7 +23,7 @@ from ingest.errors import ConfigError
 from ingest.load.plan import discover
 from ingest.store.connection import database
 from ingest.store.ledger import Ledger
-from ingest.store.mongo import Retry
+from ingest.store.retry import Retry
 
 __all__ = ["REPROCESS", "plan_backfill", "batches"]
 

@@ -265,9 +265,9 @@ def _needs_plugins(argv: list[str]) -> bool:
 
 def _stop(exc: KeyboardInterrupt):
     """Raise ``exc``, a stop; a wait between retries ends at once and none begins
-    (:func:`ingest.store.mongo.stop_retrying`): the stop is acted on now, not when the retry window
+    (:func:`ingest.store.retry.stop_retrying`): the stop is acted on now, not when the retry window
     ends.  Nothing retries before pymongo is imported."""
-    store = sys.modules.get("ingest.store.mongo")
+    store = sys.modules.get("ingest.store.retry")
     if store is not None:
         store.stop_retrying(exc)
     raise exc

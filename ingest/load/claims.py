@@ -34,7 +34,8 @@ import psutil
 from ingest.config import setting
 from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.errors import SciIngestError
-from ingest.store.mongo import Retry, claim
+from ingest.store.mongo import claim
+from ingest.store.retry import Retry
 
 #: Lease of a claim, renewed every quarter of it while the owner works.
 LEASE_S = setting("SCI_INGEST_LEASE_SECONDS")

@@ -56,7 +56,7 @@ from ingest.load.reading import Changed, Version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
 from ingest.server.space import own_disk_full
-from ingest.store.mongo import Retry
+from ingest.store.retry import Retry
 from ingest.timing import utcnow
 
 __all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run", "incarnation"]

@@ -35,7 +35,7 @@ lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a 
 from __future__ import annotations
 
 from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, META, QUERY_INDEXES
-from ingest.store.mongo import Retry
+from ingest.store.retry import Retry
 from ingest.store.servers import drop_indexes
 from ingest.query.plan import ensure_exact_indexes, exact_indexes
 

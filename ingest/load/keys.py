@@ -41,7 +41,8 @@ from ingest.documents import from_document
 from ingest.load.records import _document, _version, settle
 from ingest.parsers.materials import PLAIN_TYPES, TYPED_KINDS, classify
 from ingest.store.catalog import MATERIALS, META, VERSIONS
-from ingest.store.mongo import Retry, insert_new
+from ingest.store.mongo import insert_new
+from ingest.store.retry import Retry
 from ingest.timing import utcnow
 
 __all__ = ["KEY_SCHEME", "Rekeyed", "ensure_key_scheme", "old_keys_held"]

@@ -39,7 +39,8 @@ import bson
 from pymongo import DeleteOne, InsertOne, ReplaceOne
 
 from ingest.store.catalog import MATERIALS, META, TASKS, VERSIONS
-from ingest.store.mongo import Retry, compressed_bson, conditional_writes, insert_new
+from ingest.store.mongo import compressed_bson, conditional_writes, insert_new
+from ingest.store.retry import Retry
 from ingest.sharding.collections import key_filter
 
 __all__ = ["RECORD_COLLECTIONS", "version_order", "write_records", "write_versions", "replace_older", "drop_records",

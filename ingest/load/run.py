@@ -45,7 +45,8 @@ from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
 from ingest.load.writer import PipelinedWriter
-from ingest.store.mongo import Retry, insert_new, replace_documents, shared_client, write_concern_of
+from ingest.store.mongo import insert_new, replace_documents, shared_client, write_concern_of
+from ingest.store.retry import Retry
 from ingest.timing import StageRecord, from_epoch
 
 __all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group", "resume_command"]

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ingest.errors import ServerUnavailable
 from ingest.load.records import write_records
-from ingest.store.mongo import Retry, insert_new
+from ingest.store.mongo import insert_new
+from ingest.store.retry import Retry
 
 INSERT, RECORDS = "insert", "records"
 

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from ingest.store.catalog import HOLDING, LEDGER
 from ingest.fileio import open_regular
-from ingest.store.mongo import Retry, durable
+from ingest.store.mongo import durable
+from ingest.store.retry import Retry
 
 #: Fields the planner reads to decide, per file, whether it must be loaded.
 PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
