@@ -138,6 +138,9 @@ class Query:
     library_subrange: dict[str, int] | None = None
     library_sequences: int | None = None
     library_residues: int | None = None
+    #: -H: the histogram FASTA draws above the statistics, one {score, observed, expected} a row as
+    #: printed (the first row's score is "< N", the last's ">N": tail "<"/">"); absent without one
+    histogram: list[dict[str, Any]] | None = None
     params: dict[str, Any] | None = None
     run_index: int | None = None
     run_query_number: int | None = None

@@ -152,9 +152,10 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     if tail >= 0 and block[tail:stop].strip():
         i = tail + 1 + len(block[tail:stop]) - len(block[tail:stop].lstrip())
         raise err(f"unexpected line after an alignment: {block[i : i + 40]!r}", i)
-    # FASTA shows at most -C characters of the name and drops a leading "gi|NNN|"; a
-    # sequence whose FASTA header starts with a space has no name: "> .."
-    if not _side_names(qname, ctx.query_id_b):
+    # FASTA shows at most -C characters of the name and drops a leading "gi|NNN|" (for a query, up to
+    # a "|" that may lie past the first space: ctx.query_alt_b); a sequence whose FASTA header
+    # starts with a space has no name: "> .."
+    if not _side_names(qname, ctx.query_id_b) and not (ctx.query_alt_b and _side_names(qname, ctx.query_alt_b)):
         raise err(f"alignment side names {qname[:40]!r}, not the query {ctx.query_id!r}", qh + 1)
     if not _side_names(hname, hit_id.encode("utf-8", "replace")):
         raise err(f"alignment side names {hname[:40]!r}, not the hit {hit_id!r}", hh + 1)

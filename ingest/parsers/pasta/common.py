@@ -100,7 +100,7 @@ class _HitContext:
     whose hits they read; the fast path also keeps here what it learned of them."""
 
     __slots__ = ("query_id", "query_id_b", "q_dna", "h_dna", "translated", "sequences", "pattern", "qname_ok",
-                 "dicts", "absent", "unterminated", "before")  # fmt: skip
+                 "dicts", "absent", "unterminated", "before", "query_alt_b")  # fmt: skip
 
     def __init__(self, query_id, q_dna, h_dna, translated, sequences, dicts=False, unterminated=False):
         self.query_id = query_id
@@ -114,6 +114,9 @@ class _HitContext:
         self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
         self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
         self.before = 0  # hits of the query moved out of the list (a spilled block: spool.py)
+        # the name FASTA's alignments show for a "gi|" title whose stripping ran past the first space
+        # (query._gi_stripped), or None
+        self.query_alt_b: bytes | None = None
         # the Hsp fields no alignment of this query sets, whatever the layout
         self.absent = (
             (() if q_dna else ("query_strand",))

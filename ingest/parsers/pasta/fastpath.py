@@ -256,10 +256,11 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
             hit_lines = 0
         elif hsps is None:
             break
-        # FASTA cuts names in the alignment and drops a leading "gi|NNN|"
-        # (find, not "in": bytes.__contains__ first tries the name as an int)
+        # FASTA cuts names in the alignment and drops a leading "gi|NNN|" (for a query, at times
+        # past the first space: ctx.query_alt_b); find, not "in": bytes.__contains__ first tries
+        # the name as an int
         if qname != qname_ok:
-            if query_id_b.find(qname) < 0:
+            if query_id_b.find(qname) < 0 and (ctx.query_alt_b is None or ctx.query_alt_b.find(qname) < 0):
                 break
             qname_ok = qname
         if hid_b.find(hname) < 0:

@@ -37,6 +37,10 @@ _RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
 _LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
 _LIB_SUBRANGE = re.compile(rb":(?:(\d+)-(\d*)|-(\d+))$")  # "Library: lib.fa:101-500"
 _KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
+# -H: the histogram's head ("opt E()"; "opt" alone without statistics) and rows (compacc2e.c, prhist:
+# "%c%3d %5d %5d:" then its bars, the first row's "%c" "<", the last's ">", the others' a space)
+_HIST_HEAD = re.compile(rb"\s+opt(?:\s+E\(\))?\s*")
+_HIST_ROW = re.compile(rb"([<> ])\s*(-?\d+) +(\d+)(?: +(\d+))? *:")
 # "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
 # in a run whose command line has such a -m option, the next query line or ">>>///" ends
 # a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
@@ -260,6 +264,8 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
     hit_dicts = dicts and (table is None or _table_keeps_hits(table))
     ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
                       hit_dicts, run.unterminated)  # fmt: skip
+    if ql.text.startswith(b"gi|"):
+        ctx.query_alt_b = _gi_stripped(ql.text)
     # a table with rows (the query's types set): its hits are checked against it
     checked = Table(r, q, table, warn, hit_dicts) if table is not None and len(table[2]) else None
     block = BlockHits(checked, hit_dicts, spill, ctx)
@@ -277,6 +283,17 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
         return d, q.query_length, unit, offset
     q.hits = hits  # ranks: aligned hits get theirs when parsed
     return (q.to_dict() if dicts else q), q.query_length, unit, offset
+
+
+def _gi_stripped(title: bytes) -> bytes | None:
+    """The name FASTA shows on the query side of an alignment for a title starting with ``gi|``, where
+    it is not a piece of the query's id: FASTA drops the title up to the ``|`` after ``gi|N``, if
+    another ``|`` follows, and takes the first word of the rest (mshowalign2.c); that ``|`` may lie
+    past the first space (``gi|345664 gi|345664|pir||A45388 ...``: ``345664|pir||A45388``)."""
+    bar = title.find(b"|", 4)
+    if bar < 0 or title.find(b"|", bar + 1) < 0 or title.find(b" ", 0, bar) < 0:
+        return None
+    return title[bar + 1 :].split(b" ", 1)[0] or None
 
 
 def _first_sq_offset(r: _Reader) -> int | None:
@@ -413,6 +430,28 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
                 q.query_length = int(n0.group(1))  # a cut title without hits: the statistics' query length
         elif line.startswith(b"Algorithm:"):
             q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
+        elif line[:1] == b" " and _HIST_HEAD.fullmatch(line) is not None:
+            q.histogram = _read_histogram(r)
+
+
+def _read_histogram(r: _Reader) -> list[dict]:
+    """The rows of a ``-H`` histogram (its head line just read), up to its last row (``>N``):
+    ``{score, observed, expected}`` as printed (``expected`` absent where FASTA prints none), the
+    first and last rows with ``tail`` ``"<"``/``">"``; any other line before the last row is damage."""
+    bins: list[dict] = []
+    while True:
+        line = r.readline()
+        m = None if line is None else _HIST_ROW.match(line)
+        if m is None or (m.group(1) == b"<") != (not bins):
+            raise r.error(f"malformed histogram row: {(line or b'')[:60]!r}", r.line_no)
+        row = {"score": int(m.group(2)), "observed": int(m.group(3))}
+        if m.group(4) is not None:
+            row["expected"] = int(m.group(4))
+        if m.group(1) != b" ":
+            row["tail"] = m.group(1).decode()
+        bins.append(row)
+        if m.group(1) == b">":
+            return bins
 
 
 def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
