@@ -1,4 +1,6 @@
-"""``sci-ingest parse``: FASTA-suite ``-m 10`` files to JSON Lines on stdout, no database.
+"""``sci-ingest parse``: FASTA-suite ``-m 10`` files (and its tabular output, ``-m 8C`` ...) to JSON
+Lines on stdout, no database.  Each file's format is chosen by its first bytes, then its name
+(:func:`ingest.parsers.detect`).
 
 Its start-up is the parser's alone (no pymongo, no Dask): measured by ``benchmarks/bench_pasta.py``
 against Biopython as whole commands.
@@ -9,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import orjson  # ~10x faster than json.dumps here: the encoding was a third of the command's time
 
 from ingest import parsers
 from ingest.cli.options import FORMATS
-from ingest.errors import Exit, ParseError
+from ingest.errors import Exit, InputError, ParseError
 from ingest.fileio import open_binary, printable, stderr_line
 from ingest.inputs import find_inputs
 
@@ -76,8 +79,17 @@ def _write_query(out, query: dict) -> None:
     out.write(b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}") + b"\n")
 
 
+def _parser(name: str):
+    """The parser of the search format of the file ``name`` (by its first bytes, then its name); the
+    ``-m 10`` parser for any other file, which then says on which line it is not a report."""
+    try:
+        fmt = parsers.detect(Path(name))
+    except InputError:
+        fmt = None
+    return (fmt if fmt is not None and fmt.kind == "search" else parsers.get("pasta")).load()
+
+
 def cmd_parse(args) -> int:
-    parse = parsers.get("pasta").load()
     failed = 0
     out = sys.stdout.buffer
 
@@ -86,8 +98,8 @@ def cmd_parse(args) -> int:
 
     names, refused, skipped = _parse_inputs(args.files, args.include_hidden)
     if not (names or refused or skipped):  # folders without a -m 10 file: nothing to work on
-        suffixes = ", ".join(parsers.get("pasta").suffixes)
-        stderr_line(f"error: nothing to parse: no -m 10 file ({suffixes}; .gz too) in "
+        suffixes = ", ".join(_search_suffixes())
+        stderr_line(f"error: nothing to parse: no -m 10 or tabular file ({suffixes}; .gz too) in "
                     f"{', '.join(map(printable, args.files))}")
         return Exit.FATAL
     for named in refused:
@@ -97,6 +109,7 @@ def cmd_parse(args) -> int:
         stderr_line(f"skipped: {named.shown}: {named.reason}")
     for name in names:
         try:
+            parse = _parser(name)
             with open_binary(name) as handle:
                 for query in parse(handle, name, sequences=not args.no_sequences, warn=warn):
                     _write_query(out, query)  # already a dict: Query.to_dict()
@@ -104,7 +117,8 @@ def cmd_parse(args) -> int:
             raise  # the reader went away (`| head`): stop quietly, see main()
         except ParseError as exc:
             failed += 1
-            hint = "" if exc.line != 1 else f" (`parse` reads -m 10 output only; `sci-ingest load` reads {FORMATS})"
+            hint = "" if exc.line != 1 else (f" (`parse` reads FASTA's -m 10 and tabular output only; `sci-ingest load` "
+                                             f"reads {FORMATS})")
             stderr_line(f"error: {exc}{hint}")
         except OSError as exc:
             failed += 1
@@ -113,10 +127,15 @@ def cmd_parse(args) -> int:
     return Exit.PARTIAL if failed else Exit.OK
 
 
+def _search_suffixes() -> tuple[str, ...]:
+    return tuple(sfx for name in parsers.names() if parsers.get(name).kind == "search"
+                 for sfx in parsers.get(name).suffixes)
+
+
 def _parse_inputs(paths: list[str], include_hidden: bool = False):
-    """The -m 10 files to parse: files as given, and the .m10[.gz] (...) files under directories;
+    """The files to parse: files as given, and the .m10[.gz], .m8[.gz] (...) files under directories;
     (names, refused, skipped), see :func:`ingest.inputs.find_inputs`."""
-    plain = parsers.get("pasta").suffixes
+    plain = _search_suffixes()
     files, refused, skipped = find_inputs(paths, plain + tuple(sfx + ".gz" for sfx in plain),
                                           include_hidden=include_hidden)
     return [str(f) for f in files], refused, skipped

@@ -45,7 +45,7 @@ __all__ = ["BULK_MIN_DOCUMENTS", "BYTES_PER_DOCUMENT", "expected_documents", "is
 #: A load expected to add fewer documents than this keeps the indexes up.
 BULK_MIN_DOCUMENTS = 50_000
 #: Input bytes per stored document, by format (uncompressed; a .gz file counts 4x its size).
-BYTES_PER_DOCUMENT = {"pasta": 900, "materials": 2500}
+BYTES_PER_DOCUMENT = {"pasta": 900, "pasta-m8": 150, "materials": 2500}
 _GZIP_RATIO = 4
 #: The tally of the documents the loads inserted (``ingest_meta``).
 HELD = {"_id": "documents_held"}

@@ -3,6 +3,10 @@
 A format is registered with a *sniffer* (cheap: looks at the file name and the
 first bytes) and the dotted path of its parser function, imported only when the
 format is used, so ``sci-ingest parse`` never pays for modules it does not need.
+A format whose first bytes prove it whatever the file is called also has ``claims``
+(bytes -> bool), asked before the suffixes: FASTA's tabular output (``-m 8C``:
+comment lines of its own; ``-m 8``: a row of 12 to 15 tab-separated fields) is read
+as such in a file named ``.m10`` too (``-m 8CB -m 10`` prints the table first).
 
 Parser contracts (pure: no I/O beyond reading the handle they are given):
 
@@ -24,6 +28,7 @@ made from them by :mod:`ingest.documents` (one module per format).
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
@@ -43,6 +48,7 @@ class Format:
     sniff: Callable[[str, bytes], bool]
     description: str = ""
     suffixes: tuple[str, ...] = ()  # file names a directory scan picks up (each also as .gz)
+    claims: Callable[[bytes], bool] | None = None  # first bytes that prove the format, whatever the name
 
     def load(self) -> Callable:
         module, _, func = self.entry_point.partition(":")
@@ -95,9 +101,13 @@ def detect(path: Path) -> Format:
 
 
 def detect_head(path: Path, head: bytes) -> Format:
-    """The format of ``path`` whose first (decompressed) bytes are ``head``: the one its name's
+    """The format of ``path`` whose first (decompressed) bytes are ``head``: the one that
+    ``claims`` the bytes (FASTA's tabular output, whatever the name); else the one its name's
     suffix registers, whatever the bytes (a ``.jsonl`` file whose first 4 KiB hold a ``-m 10``
     report is JSON, and refused as such), else the first whose sniffer knows the bytes."""
+    for fmt in _REGISTRY.values():
+        if fmt.claims is not None and fmt.claims(head):
+            return fmt
     name = strip_compression(path.name.lower())
     for fmt in _REGISTRY.values():
         if fmt.suffixes and name.endswith(fmt.suffixes):
@@ -110,6 +120,7 @@ def detect_head(path: Path, head: bytes) -> Format:
 
 _PASTA_SUFFIXES = (".m10", ".m10.txt", ".pasta", ".ssearch", ".fasta36")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+_TABULAR_SUFFIXES = (".m8", ".m8c", ".m8cb")
 
 
 def _sniff_pasta(name: str, head: bytes) -> bool:
@@ -118,6 +129,28 @@ def _sniff_pasta(name: str, head: bytes) -> bool:
     # A -m 10 file starts with the command line ("# ssearch36 ...") or the program banner,
     # and announces queries with ">>>".
     return b">>>" in head and (b"; pg_name" in head or b"version 36" in head or b"\n>>>" in head)
+
+
+# FASTA's -m 8C comments: the command line, then "# SSEARCH 36.3.8i Nov, 2022" (or that line first)
+_TABULAR_VERSION = re.compile(rb"# [A-Z][A-Z0-9_]* \d+\.\d")
+# a -m 8 row: query id, subject id, % identity, alignment length, mismatches, gap opens, 4 coordinates,
+# E-value, bits (the lengths after the ids with L; an encoded alignment last with B or C)
+_TABULAR_ROW = re.compile(rb"[^\t\s]+\t(?:\d+\t)?[^\t\s]+\t(?:\d+\t)?\d+(?:\.\d+)?(?:\t\d+){7}\t[-+.\deEinf]+"
+                          rb"\t[-+.\deEinf]+(?:\t[!-~]+)?\r?")
+
+
+def _claims_tabular(head: bytes) -> bool:
+    """FASTA's tabular output: its comment lines, or a first line that is a -m 8 row (never the start
+    of a -m 10 report, whose second line is the program's banner, nor of JSON text)."""
+    lines = head.split(b"\n", 2)
+    if lines[0].startswith(b"# "):
+        return _TABULAR_VERSION.match(lines[0]) is not None or (
+            len(lines) > 1 and _TABULAR_VERSION.match(lines[1]) is not None)
+    return _TABULAR_ROW.fullmatch(lines[0]) is not None
+
+
+def _sniff_tabular(name: str, head: bytes) -> bool:
+    return name.endswith(_TABULAR_SUFFIXES) or _claims_tabular(head)
 
 
 def _sniff_json(name: str, head: bytes) -> bool:
@@ -134,6 +167,17 @@ register(
         sniff=_sniff_pasta,
         suffixes=_PASTA_SUFFIXES,
         description="FASTA-suite -m 10 output (ssearch36, fasta36, ggsearch36, ...)",
+    )
+)
+register(
+    Format(
+        name="pasta-m8",
+        kind="search",
+        entry_point="ingest.parsers.tabular:parse_dicts",
+        sniff=_sniff_tabular,
+        suffixes=_TABULAR_SUFFIXES,
+        claims=_claims_tabular,
+        description="FASTA-suite BLAST-tabular output (-m 8, 8C, 8CB, ...; alone or with -m 10)",
     )
 )
 register(

@@ -1,0 +1,103 @@
+r"""Parser for FASTA's BLAST-tabular output (``-m 8`` family), registered as format ``"pasta-m8"``:
+the same searches/hits model as the ``-m 10`` parser (:mod:`ingest.parsers.pasta`), with only what
+a table row holds.
+
+Entry points (the contract of :mod:`ingest.parsers`)::
+
+    parse(handle: BinaryIO, source="<stream>", *, sequences=True, warn=None) -> Iterator[Query]
+    parse_dicts(handle, source="<stream>", *, sequences=True, warn=None, spill=SPILL_HITS)
+        -> Iterator[dict]   # Query.to_dict(); a query's "hits" a HitSpool past ``spill`` hits
+
+``sequences`` is accepted for the contract and changes nothing: a table holds no sequences.
+Streaming, a line at a time (at most ``MAX_LINE``, 1 MiB); bad input raises
+:class:`ingest.errors.ParseError` ``file:line: reason`` after the queries completed before it.
+
+What FASTA prints (36.3.8i; ``-m 8`` and its letters, in one ``-m`` argument)::
+
+    # ssearch36 -m 8CB q.aa lib.fa          <- C: comment lines; the command, first of a run
+    # SSEARCH 36.3.8i Nov, 2022             <- the program and version, first of each query
+    # Query: ID DESCRIPTION - 209 aa        <- the query (FASTA writes "aa" for fastx's nt query)
+    # Database: lib.fa
+    # Fields: query id, query length, subject id, ...   (absent for a query without hits)
+    # 11 hits found                         <- library sequences, not rows
+    ID<TAB>SUBJECT<TAB>%id<TAB>alen<TAB>mism<TAB>gapo<TAB>qs<TAB>qe<TAB>ss<TAB>se<TAB>E<TAB>bits[<TAB>code]
+    # SSEARCH processed 4 queries           <- the end of the run
+
+``L`` adds the query's and the subject's lengths after their ids (``-m 8CBL``; FASTA's ``# Fields:``
+line names them whether printed or not: the columns are counted); ``B`` adds the BTOP string and
+``C`` (a second one, ``8CC``) a CIGAR string as a last column.  Without ``C`` there are no comment
+lines: a query is its run of rows with one query id, and a query without hits leaves no trace.
+With ``-d N`` (or ``-m 10`` beside, ``-m 8CB -m 10``) FASTA prints alignments after each query's
+rows (``-m 0`` style from ``>>ID``, or ``-m 10`` blocks from ``>>>ID, N aa vs``): they are skipped,
+with one warning for the file; each hit's values are its rows'.
+
+Rows of one library sequence follow one another: consecutive rows with the same subject id and the
+same strands are one hit (its alternate alignments, the ``>--`` of ``-m 10``), in table order
+(``rank``).  A long DNA library sequence searched in pieces lists a row per piece: where the
+``# N hits found`` line counts each row, each row is its own hit; a count that matches neither
+refuses the file.
+
+Query (fields a table does not give are absent)
+
+=================== ==============================================================================
+query_id            the ``# Query:`` line's first word (each row's query id must equal it), or the
+                    rows' query id without comments
+query_description   the rest of the ``# Query:`` line, before `` - LEN aa|nt``
+query_length        LEN of the ``# Query:`` line, or the ``L`` column
+query_type,         by the program (the command's, else the ``# SSEARCH ...`` line's): ``fastx36``
+library_type        dna/protein, ``tfastx36`` protein/dna, ...; for the programs that search like
+                    with like (ssearch36, fasta36, ...) the ``# Query:`` line's unit (aa: protein,
+                    nt: dna) for both; absent without comment lines
+program, command    the first comment line (the command; its first word)
+version             the ``# PROGRAM VERSION`` line
+library             ``# Database:``
+query_index         1-based ordinal of the query in the file
+run_index           1-based number of the run (with comments: each command line begins one)
+hits                one per library sequence (rows, grouped as above)
+=================== ==============================================================================
+
+Hit: ``hit_id`` (subject id), ``rank``, ``hit_length`` (``L`` column only), ``aligned`` (true),
+``hsps`` (one per row).
+
+Hsp: ``identity`` (``% identity`` / 100, as printed: 27.69 -> 0.2769), ``overlap`` (alignment
+length), ``evalue``, ``bits``, ``query_start``/``query_end``, ``hit_start``/``hit_end`` (1-based,
+start <= end), ``query_strand``/``hit_strand`` (``"+"``/``"-"`` on a side known to be DNA; ``"-"``
+wherever FASTA printed the coordinates reversed, which only a DNA side can be), ``extra``:
+``mismatches``, ``gap_opens`` and, with ``B``/``C``, ``al_code`` (the BTOP or CIGAR string as
+printed).  No ``score``, ``opt_score``, ``z_score``, ``similarity``, ``frame`` or sequences: a table
+row has none.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only
+    from typing import BinaryIO, Callable, Iterator
+
+    from ingest.model import Query
+
+from ingest.parsers.pasta.spool import SPILL_HITS
+from ingest.parsers.tabular.blast import MAX_LINE, read
+
+__all__ = ["parse", "parse_dicts", "MAX_LINE"]
+
+
+def parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+          warn: Callable[[str], None] | None = None) -> Iterator[Query]:
+    """Yield one :class:`~ingest.model.Query` per query of a tabular file (its hits a list)."""
+    for query, hits in read(handle, source, dicts=False, warn=warn, spill=None):
+        query.hits = hits
+        yield query
+
+
+def parse_dicts(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+                warn: Callable[[str], None] | None = None, spill: int | None = SPILL_HITS) -> Iterator[dict]:
+    """Like :func:`parse`, each query as ``Query.to_dict()``; past ``spill`` hits its ``"hits"`` is a
+    :class:`~ingest.parsers.pasta.spool.HitSpool` (the same dicts), so memory stays bounded."""
+    if spill is not None and spill < 1:
+        raise ValueError(f"spill must be at least 1, not {spill!r}")
+    for query, hits in read(handle, source, dicts=True, warn=warn, spill=spill):
+        d = query.to_dict()
+        d["hits"] = hits
+        yield d

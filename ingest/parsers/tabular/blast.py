@@ -1,0 +1,383 @@
+"""The reader of FASTA's BLAST-tabular output (``-m 8``, ``8C``, ``8CB``, ``8CC``, ``8CBL``; alone or
+with ``-m 10``), line by line: comments, rows, the alignments printed after a query's rows.
+
+See the package docstring (:mod:`ingest.parsers.tabular`) for the layout and the field table.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ingest.errors import ParseError
+from ingest.model import Hit, Hsp, Query
+from ingest.parsers.pasta.reader import MAX_LINE
+from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+if TYPE_CHECKING:  # annotations only
+    from typing import BinaryIO, Callable, Iterator
+
+__all__ = ["read", "MAX_LINE"]
+
+# "# SSEARCH 36.3.8i Nov, 2022": the program in capitals, its version
+_VERSION = re.compile(r"# ([A-Z][A-Z0-9_]*) (\d+\.\S.*)")
+_PROCESSED = re.compile(r"# ([A-Z][A-Z0-9_]*) processed (\d+) quer(?:y|ies)")
+_HITS_FOUND = re.compile(r"# (\d+) hits? found")
+# "# Query: ID DESCRIPTION - 209 aa" (FASTA prints "aa" for a fastx query of nt: the unit is not read)
+_QUERY = re.compile(r"# Query: (\S*)(?: (.*))?")
+_LENGTH = re.compile(r"(.*?) ?- (\d+) (aa|nt)")  # the title's end (absent where FASTA cut a long title)
+_INT = re.compile(rb"\d+")
+_FLOAT = re.compile(rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)")
+_PERCENT = re.compile(rb"\d+(?:\.(\d+))?")
+_CODE = re.compile(rb"[!-~]+")  # an encoded alignment (BTOP, CIGAR, FASTA's code): printable, no blank
+
+#: the sequence types of the programs whose query and library differ (the others search like with like)
+_TYPES = {"fastx": ("dna", "protein"), "fasty": ("dna", "protein"), "tfastx": ("protein", "dna"),
+          "tfasty": ("protein", "dna"), "tfasts": ("protein", "dna"), "tfastf": ("protein", "dna"),
+          "tfastm": ("protein", "dna"), "fasts": ("protein", "protein"), "fastm": ("protein", "protein"),
+          "fastf": ("protein", "protein")}
+_FIELDS = ("query id", "query length", "subject id", "subject length", "% identity", "alignment length",
+           "mismatches", "gap opens", "q. start", "q. end", "s. start", "s. end", "evalue", "bit score")
+
+
+def _shown(raw: bytes) -> str:
+    """``raw`` as it reads, quoted, for a message."""
+    return repr(raw.decode("utf-8", errors="replace"))
+
+
+def _program_base(program: str) -> str:
+    """"ssearch36" -> "ssearch", "/usr/bin/tfastx36_t" -> "tfastx"."""
+    name = program.rsplit("/", 1)[-1]
+    return re.sub(r"36.*$", "", name)
+
+
+class _Hits:
+    """The hits of one query as their rows come: each row an Hsp, rows of one library sequence in a row
+    (and strand) one Hit; held in a list, past ``spill`` hits in a :class:`HitSpool` of their dicts."""
+
+    def __init__(self, dicts: bool, spill: int | None):
+        self.dicts, self.spill = dicts, spill
+        self.done: list = []
+        self.spool: HitSpool | None = None
+        self.last: Hit | None = None
+        self.last_key = None
+        self.count = 0  # hits, the last included
+        self.rows = 0
+
+    def add(self, hit_id: str, key, hit_length: int | None, hsp: Hsp) -> None:
+        self.rows += 1
+        if self.last is not None and key == self.last_key:
+            self.last.hsps.append(hsp)
+            return
+        self._close_last()
+        self.count += 1
+        self.last = Hit(hit_id=hit_id, rank=self.count, hit_length=hit_length, hsps=[hsp])
+        self.last_key = key
+
+    def _close_last(self) -> None:
+        if self.last is None:
+            return
+        self.done.append(self.last.to_dict() if self.dicts else self.last)
+        self.last = None
+        if self.spill is not None and len(self.done) >= self.spill:
+            if self.spool is None:
+                self.spool = HitSpool()
+            self.spool.extend(self.done)
+            self.done = []
+
+    def finish(self):
+        self._close_last()
+        if self.spool is None:
+            return self.done
+        if self.done:
+            self.spool.extend(self.done)
+            self.done = []
+        return self.spool
+
+    def one_row_each(self):
+        """The same rows, each its own hit (a long library sequence's pieces: one row each)."""
+        hits = self.finish()
+        out = _Hits(self.dicts, self.spill)
+        for hit in hits:
+            hit_id = hit["hit_id"] if self.dicts else hit.hit_id
+            length = hit.get("hit_length") if self.dicts else hit.hit_length
+            for hsp in (hit["hsps"] if self.dicts else hit.hsps):
+                out.add(hit_id, object(), length, Hsp(**hsp) if self.dicts else hsp)
+        return out.finish()
+
+
+class _State:
+    """What the reader knows of the file so far: the run and the query under way."""
+
+    def __init__(self, source: str, dicts: bool, spill: int | None, warn):
+        self.source, self.dicts, self.spill, self.warn = source, dicts, spill, warn
+        self.commented = False  # comment lines seen (-m 8C): queries start at "# Query:"
+        self.run_index = 0
+        self.run_queries = 0  # queries of the run under way
+        self.command: str | None = None
+        self.program: str | None = None
+        self.version: str | None = None
+        self.kind: str | None = None  # "ssearch", "fastx", ...: the command's program, else the version line's
+        self.query_index = 0
+        self.query: Query | None = None
+        self.query_line = 0
+        self.expected: int | None = None  # "# N hits found"
+        self.expected_line = 0
+        self.hits: _Hits | None = None
+        self.columns = 0  # fields of a row, once one is read
+        self.alignments = False  # inside the alignments after a query's rows
+        self.warned_alignments = False
+        self.ended = True  # the run ended ("# ... processed N queries"), or none began
+
+    def error(self, line: int, reason: str) -> ParseError:
+        return ParseError(reason, source=self.source, line=line)
+
+    # -------------------------------------------------------------- queries
+    def start_query(self, line: int, query_id: str, description: str | None, length: int | None,
+                    unit: str | None = None) -> None:
+        self.query_index += 1
+        self.run_queries += 1
+        qtype = ltype = None
+        if self.kind is not None:
+            # the programs that search like with like print the query's unit right; fastx36 prints "aa"
+            # for its DNA query: the types of the others are their program's
+            same = {"aa": "protein", "nt": "dna"}.get(unit or "")
+            qtype, ltype = _TYPES.get(self.kind, (same, same))
+        self.query = Query(query_id=query_id, query_index=self.query_index, query_description=description or None,
+                           query_length=length, query_type=qtype, library_type=ltype, program=self.program,
+                           version=self.version, command=self.command,
+                           run_index=self.run_index if self.commented else None)
+        self.query_line = line
+        self.expected = None
+        self.hits = _Hits(self.dicts, self.spill)
+        self.alignments = False
+
+    def end_query(self, line: int):
+        """The query under way, finished (its count of hits checked), or None."""
+        q, hits = self.query, self.hits
+        if q is None:
+            return None
+        self.query = self.hits = None
+        self.alignments = False
+        if self.expected is not None and hits.count != self.expected:
+            if hits.rows != self.expected:
+                raise self.error(self.expected_line, f"query {q.query_id!r}: '# {self.expected} hits found' but its "
+                                 f"{hits.rows} rows (to line {line - 1}) are {hits.count} library sequences")
+            return q, hits.one_row_each()  # a long library sequence's pieces: a row (a hit) each
+        return q, hits.finish()
+
+    # -------------------------------------------------------------- comments
+    def comment(self, line: int, text: str):
+        """Read a comment line; the query it ends, if any."""
+        m = _VERSION.fullmatch(text)
+        if m is not None:  # each query's comments begin so
+            self.commented = True
+            done = self.end_query(line)
+            if self.ended:  # a run without its command line
+                self._new_run(None)
+            self.version = m.group(2)
+            self.kind = _program_base(self.program) if self.program else m.group(1).lower()
+            return done
+        m = _QUERY.fullmatch(text)
+        if m is not None:
+            if not self.commented or self.query is not None:
+                raise self.error(line, "'# Query:' without the '# PROGRAM VERSION' line before it")
+            rest, length, unit = m.group(2) or "", None, None
+            cut = _LENGTH.fullmatch(rest)
+            if cut is not None:
+                rest, length, unit = cut.group(1), int(cut.group(2)), cut.group(3)
+            self.start_query(line, m.group(1), rest.strip(), length, unit)
+            return None
+        if self.query is not None and not self.hits.rows:
+            if text.startswith("# Database: "):
+                self.query.library = text[len("# Database: "):]
+                return None
+            if text.startswith("# Fields: "):
+                self._fields(line, text[len("# Fields: "):])
+                return None
+            m = _HITS_FOUND.fullmatch(text)
+            if m is not None and self.expected is None:
+                self.expected, self.expected_line = int(m.group(1)), line
+                return None
+        m = _PROCESSED.fullmatch(text)
+        if m is not None and not self.ended:
+            done = self.end_query(line)
+            if int(m.group(2)) != self.run_queries:
+                raise self.error(line, f"'{text}' but the run holds {self.run_queries} queries")
+            self.ended = True
+            return done
+        if self.ended and self.query is None:  # the command line, first of a run
+            self._new_run(text[1:].strip())
+            return None
+        raise self.error(line, f"unexpected comment line: {text[:80]!r}")
+
+    def _new_run(self, command: str | None) -> None:
+        self.run_index += 1
+        self.run_queries = 0
+        self.ended = False
+        self.command = command or None
+        self.program = command.split()[0] if command else None
+        self.version = None
+        self.kind = None
+
+    def _fields(self, line: int, names: str) -> None:
+        got = tuple(n.strip() for n in names.split(","))
+        if got[: len(_FIELDS)] != _FIELDS or len(got) > len(_FIELDS) + 1:
+            raise self.error(line, f"unexpected '# Fields:' line: {names[:120]!r}")
+
+    # -------------------------------------------------------------- rows
+    def row(self, line: int, raw: bytes):
+        """Read a table row; the query it ends (the query id changed, in a file without comments), if any."""
+        fields = raw.split(b"\t")
+        n = len(fields)
+        if n not in (12, 13, 14, 15):
+            raise self.error(line, f"a table row has {n} tab-separated fields, not 12 to 15 (-m 8 columns, "
+                             "the lengths with L, an encoded alignment with B or C)")
+        if self.columns and n != self.columns:
+            raise self.error(line, f"a table row has {n} fields; the rows before have {self.columns}")
+        self.columns = n
+        lengths = n >= 14
+        qid = self._text(line, fields[0], "the query id")
+        done = None
+        if self.commented:
+            if self.query is None:
+                raise self.error(line, "a table row outside a query ('# Query:' line)")
+            if qid != self.query.query_id:
+                raise self.error(line, f"a row of query {qid!r} under '# Query: {self.query.query_id}'")
+        elif self.query is None or qid != self.query.query_id:
+            done = self.end_query(line)
+            self.start_query(line, qid, None, None)
+        if self.alignments:
+            raise self.error(line, "a table row of a query after its alignments")
+        q = self.query
+        at = 1
+        qlen = slen = None
+        if lengths:
+            qlen = self._int(line, fields[1], "query length", 1)
+            at = 2
+            if q.query_length is None:
+                q.query_length = qlen
+            elif qlen != q.query_length:
+                raise self.error(line, f"query length {qlen} but '# Query:' says {q.query_length}")
+        sid = self._text(line, fields[at], "the subject id")
+        if lengths:
+            slen = self._int(line, fields[at + 1], "subject length", 1)
+            at += 1
+        pident, alen, mism, gaps, qs, qe, ss, se, evalue, bits = fields[at + 1: at + 11]
+        identity = self._percent(line, pident)
+        overlap = self._int(line, alen, "alignment length", 1)
+        mismatches = self._int(line, mism, "mismatches", 0)
+        gap_opens = self._int(line, gaps, "gap opens", 0)
+        if mismatches > overlap:
+            raise self.error(line, f"{mismatches} mismatches in an alignment of {overlap}")
+        hsp = Hsp(identity=identity, overlap=overlap, evalue=self._float(line, evalue, "evalue"),
+                  bits=self._float(line, bits, "bit score"))
+        if hsp.evalue < 0:
+            raise self.error(line, f"evalue {_shown(evalue)} is negative")
+        q_dna = q.query_type == "dna" if q.query_type else None
+        h_dna = q.library_type == "dna" if q.library_type else None
+        hsp.query_start, hsp.query_end, hsp.query_strand = self._side(line, qs, qe, q_dna, "q.")
+        hsp.hit_start, hsp.hit_end, hsp.hit_strand = self._side(line, ss, se, h_dna, "s.")
+        extra = {"mismatches": mismatches, "gap_opens": gap_opens}
+        if n in (13, 15):
+            code = fields[-1]
+            if not _CODE.fullmatch(code):
+                raise self.error(line, f"encoded alignment {_shown(code[:40])} is not one word")
+            extra["al_code"] = code.decode("ascii")
+        hsp.extra = extra
+        key = (sid, hsp.query_strand == "-", hsp.hit_strand == "-")  # a library sequence's strand
+        self.hits.add(sid, key, slen, hsp)
+        return done
+
+    def _side(self, line: int, a: bytes, b: bytes, dna: bool | None, what: str):
+        start = self._int(line, a, what + " start", 1)
+        end = self._int(line, b, what + " end", 1)
+        if start <= end:
+            return start, end, ("+" if dna else None)
+        if dna is False:
+            raise self.error(line, f"{what} start {start} > {what} end {end} on a protein side")
+        return end, start, "-"
+
+    def _text(self, line: int, raw: bytes, what: str) -> str:
+        if not raw or raw != raw.strip():
+            raise self.error(line, f"{what} is empty or has blanks: {_shown(raw[:40])}")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if self.warn is not None:
+                self.warn(f"{self.source}:{line}: non-UTF-8 bytes in {what} replaced by U+FFFD")
+            return raw.decode("utf-8", errors="replace")
+
+    def _int(self, line: int, raw: bytes, what: str, least: int) -> int:
+        if not _INT.fullmatch(raw) or int(raw) < least:
+            raise self.error(line, f"{what} {_shown(raw[:40])} is not a whole number of at least {least}")
+        return int(raw)
+
+    def _float(self, line: int, raw: bytes, what: str) -> float:
+        if not _FLOAT.fullmatch(raw):
+            raise self.error(line, f"{what} {_shown(raw[:40])} is not a number")
+        return float(raw)
+
+    def _percent(self, line: int, raw: bytes) -> float:
+        m = _PERCENT.fullmatch(raw)
+        if m is None or float(raw) > 100:
+            raise self.error(line, f"% identity {_shown(raw[:40])} is not a percentage (0 to 100)")
+        return round(float(raw) / 100, len(m.group(1) or b"") + 2)  # 27.69 -> 0.2769, as printed
+
+    # -------------------------------------------------------------- alignments
+    def other(self, line: int, raw: bytes) -> None:
+        """A line that is neither a comment nor a row: the alignments FASTA prints after a query's rows
+        (``-m 10`` blocks from ``>>>ID, N aa vs``, or ``-d N`` ones from ``>>ID``), skipped."""
+        if self.alignments:
+            return
+        if self.query is None or not raw.startswith(b">>"):
+            raise self.error(line, f"not a table row, a comment or alignments: {_shown(raw[:60])}")
+        self.alignments = True
+        if not self.warned_alignments and self.warn is not None:
+            self.warned_alignments = True
+            self.warn(f"{self.source}:{line}: the alignments printed after the table rows (-m 10, -d) are not "
+                      "read: each hit's values are its rows'")
+
+
+def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], None] | None = None,
+         spill: int | None = SPILL_HITS) -> Iterator[tuple[Query, object]]:
+    """Yield ``(query, hits)`` for each query of the file, in order: ``hits`` a list (of Hit objects,
+    or of their dicts with ``dicts``) or a :class:`HitSpool` past ``spill`` hits.  Raises ParseError
+    (``file:line: reason``) on anything that is not FASTA's tabular output, after the queries before."""
+    st = _State(source, dicts, spill, warn)
+    number = 0
+    while True:
+        raw = handle.readline(MAX_LINE + 1)
+        if not raw:
+            break
+        number += 1
+        if len(raw) > MAX_LINE:
+            raise st.error(number, f"line longer than {MAX_LINE} bytes")
+        raw = raw.rstrip(b"\r\n")
+        if not raw:
+            continue
+        if raw[:1] == b"#":
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                if warn is not None:
+                    warn(f"{source}:{number}: non-UTF-8 bytes in a comment line replaced by U+FFFD")
+                text = raw.decode("utf-8", errors="replace")
+            done = st.comment(number, text)
+        elif b"\t" in raw and (not st.alignments or raw.count(b"\t") >= 11):
+            done = st.row(number, raw)
+        else:
+            if b"\0" in raw:
+                raise st.error(number, "a NUL byte: not text")
+            st.other(number, raw)
+            continue
+        if done is not None:
+            yield done
+    if number == 0:
+        raise st.error(1, "empty input: no table rows or comments")
+    done = st.end_query(number)
+    if done is not None:
+        yield done
+    if st.commented and not st.ended:
+        raise st.error(number, "input ends before its '# PROGRAM processed N queries' line (truncated?)")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerate the FASTA-suite tabular samples in samples/pasta_tab/ (real FASTA 36.3.8i output, Debian
+# package fasta3) from the sequences in samples/pasta/inputs/ (see samples/pasta/README.md; run
+# `bash samples/pasta/make_samples.sh` first if they are missing).
+#
+#   bash samples/pasta_tab/make_samples.sh
+#
+# The commands run in samples/pasta/ with relative paths, so the command line FASTA records (the
+# first comment line of -m 8C) names the inputs as the -m 10 samples' commands do: several samples
+# are the same search as one of samples/pasta/*.m10 (the tests compare them).  -z 3 and -T 1 as
+# there (no shuffles: the same output on every run, the comment lines included).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../pasta"
+command -v ssearch36 >/dev/null || { echo "missing ssearch36 (apt-get install fasta3)" >&2; exit 1; }
+
+# the same searches as ssearch36_prot_multi.m10 (query 3 without hits), ssearch36_dna_ref.m10,
+# fastx36.m10, tfastx36.m10 and ssearch36_dna_pieces.m10
+ssearch36 -m 8C -T 1 -z 3 -E 0.5 inputs/prot_queries.fa inputs/prot_lib.fa > "$here/ssearch36_prot_multi.m8c"
+ssearch36 -m 8CBL -T 1 -z 3 inputs/dna_ref_queries.fna inputs/dna_ref_lib.fna > "$here/ssearch36_dna_ref.m8cb"
+fastx36 -m 8C -T 1 -z 3 inputs/dna_queries.fna inputs/prot_lib.fa > "$here/fastx36.m8c"
+tfastx36 -m 8CC -T 1 -z 3 inputs/mgstm1.aa inputs/dna_ref_lib.fna > "$here/tfastx36_cigar.m8c"
+ssearch36 -m 8C -T 1 -z 3 -N 2000 inputs/mgstm1.nt inputs/chr_small.fa > "$here/ssearch36_dna_pieces.m8c"
+# alternate alignments (-E "10 1") with BTOP
+ssearch36 -m 8CB -T 1 -z 3 -E "10 1" inputs/gtt1_drome.aa inputs/prot_lib.fa > "$here/ssearch36_alt.m8cb"
+# no comment lines: DNA, the second query reverse-complemented
+fasta36 -m 8 -T 1 -z 3 -E 1 inputs/dna_queries.fna inputs/gst.nlib > "$here/fasta36_dna.m8"
+# -d 1: FASTA prints -m 0 alignments after each query's rows (skipped by the parser)
+ssearch36 -m 8 -T 1 -z 3 -E 0.5 -d 1 inputs/prot_queries.fa inputs/prot_lib.fa > "$here/ssearch36_d1.m8"
+# -m 8CB -m 10: the table, then -m 10 alignment blocks; named .m10, read as tabular by its content
+ssearch36 -m 8CB -m 10 -T 1 -z 3 -b 3 -d 2 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_8CB_and_10.m10"

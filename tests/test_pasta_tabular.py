@@ -1,0 +1,245 @@
+"""FASTA's tabular output (``-m 8``, ``8C``, ``8CB``, ``8CC``, ``8CBL``; alone, with ``-d``, with ``-m 10``)
+read into the searches/hits model (issue 43, item 4).
+
+Every real sample in samples/pasta_tab/ (commands in its make_samples.sh) is checked value by value
+against its own lines, read here without the parser; the samples that are the same search as one of
+samples/pasta/*.m10 against what the -m 10 parser read there; one against Biopython's reader; damaged
+copies against their ``file:line: reason``; the format chosen by content; ``parse`` and ``load`` as
+users run them (load against the suite's server).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingest import parsers
+from ingest.errors import ParseError
+from ingest.parsers import pasta, tabular
+
+REPO = Path(__file__).resolve().parent.parent
+TAB = REPO / "samples" / "pasta_tab"
+M10 = REPO / "samples" / "pasta"
+BIN = Path(sys.executable).parent / "sci-ingest"
+SAMPLES = sorted(p for p in TAB.iterdir() if p.name != "make_samples.sh" and p.suffix != ".md")
+# tabular sample -> the -m 10 sample of the same search
+TWINS = {"ssearch36_prot_multi.m8c": "ssearch36_prot_multi.m10", "ssearch36_dna_ref.m8cb": "ssearch36_dna_ref.m10",
+         "fastx36.m8c": "fastx36.m10", "tfastx36_cigar.m8c": "tfastx36.m10",
+         "ssearch36_dna_pieces.m8c": "ssearch36_dna_pieces.m10"}
+
+
+def _parsed(path: Path, **kw) -> list[dict]:
+    with open(path, "rb") as fh:
+        return list(tabular.parse_dicts(fh, str(path), **kw))
+
+
+def _own_lines(path: Path):
+    """(queries, rows) as the file prints them: each ``# Query:`` line with its ``# N hits found``
+    (None without comments), and every row's fields, read here without the parser."""
+    queries, rows = [], []
+    for line in path.read_text().splitlines():
+        if line.startswith("# Query: "):
+            queries.append({"title": line[len("# Query: "):], "found": None})
+        elif line.startswith("# ") and line.endswith(" hits found"):
+            queries[-1]["found"] = int(line.split()[1])
+        elif line.count("\t") >= 11:
+            rows.append(line.split("\t"))
+    return queries, rows
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_every_value_is_the_files_own(path):
+    queries, rows = _own_lines(path)
+    got = _parsed(path)
+    assert rows, path
+    if queries:  # with comment lines: one query each, its hits counted as FASTA counted them
+        assert len(got) == len(queries)
+        for q, own in zip(got, queries):
+            assert own["title"].startswith(q["query_id"] + " ")
+            assert own["title"].endswith(f" - {q['query_length']} aa") or own["title"].endswith(
+                f" - {q['query_length']} nt")
+            assert len(q["hits"]) == own["found"]
+            assert q["version"] == "36.3.8i Nov, 2022" and q["library"].startswith("inputs/")
+    else:  # a query is its run of rows
+        assert [q["query_id"] for q in got] == list(dict.fromkeys(r[0] for r in rows))
+    hsps = [(q, h, s) for q in got for h in q["hits"] for s in h["hsps"]]
+    assert len(hsps) == len(rows)
+    for (q, h, s), row in zip(hsps, rows):
+        if len(row) >= 14:  # L: the lengths after the ids
+            qid, qlen, sid, slen, *rest = row
+            assert (q["query_length"], h["hit_length"]) == (int(qlen), int(slen))
+        else:
+            qid, sid, *rest = row
+            assert "hit_length" not in h
+        pid, alen, mism, gapo, qs, qe, ss, se, ev, bits = rest[:10]
+        assert (q["query_id"], h["hit_id"]) == (qid, sid)
+        assert f"{s['identity'] * 100:.2f}" == pid
+        assert (s["overlap"], s["extra"]["mismatches"], s["extra"]["gap_opens"]) == (int(alen), int(mism), int(gapo))
+        assert (s["evalue"], s["bits"]) == (float(ev), float(bits))
+        for side, a, b in (("query", int(qs), int(qe)), ("hit", int(ss), int(se))):
+            assert (s[f"{side}_start"], s[f"{side}_end"]) == (min(a, b), max(a, b))
+            if a > b:
+                assert s[f"{side}_strand"] == "-"
+            elif q.get(f"{'library' if side == 'hit' else 'query'}_type") == "dna":
+                assert s[f"{side}_strand"] == "+"
+            else:
+                assert f"{side}_strand" not in s
+        assert s["extra"].get("al_code") == (rest[10] if len(rest) == 11 else None)
+        for absent in ("score", "opt_score", "z_score", "similarity", "query_seq", "hit_seq", "frame"):
+            assert absent not in s  # what a table does not print is not invented
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_the_same_search_as_its_m10_sample(name):
+    """Hits, alignments, coordinates, strands, E-values and bits equal the -m 10 parser's of the same
+    search; the hit ids too, but for the gi|NNN| FASTA drops in -m 10 alignments."""
+    tab = _parsed(TAB / name)
+    with open(M10 / TWINS[name], "rb") as fh:
+        m10 = list(pasta.parse_dicts(fh, TWINS[name]))
+    assert len(tab) == len(m10)
+    for t, m in zip(tab, m10):
+        for key in ("query_id", "query_description", "query_length", "query_type", "library_type", "version",
+                    "library", "query_index"):
+            assert t.get(key) == m.get(key), key
+        assert len(t["hits"]) == len(m["hits"])
+        for ht, hm in zip(t["hits"], m["hits"]):
+            assert ht["hit_id"] == hm["hit_id"] or ht["hit_id"].startswith("gi|") and ht["hit_id"].endswith(hm["hit_id"])
+            assert ht["rank"] == hm["rank"]
+            if "hit_length" in ht:
+                assert ht["hit_length"] == hm["hit_length"]
+            assert len(ht["hsps"]) == len(hm["hsps"])
+            for st, sm in zip(ht["hsps"], hm["hsps"]):
+                for key in ("query_start", "query_end", "hit_start", "hit_end", "query_strand", "hit_strand",
+                            "evalue", "bits"):
+                    assert st.get(key) == sm.get(key), (ht["hit_id"], key)
+
+
+def test_biopython_reads_the_first_query_alike():
+    """Bio.Align.tabular (1.88) takes the '# Fields:' line at its word: it reads -m 8CBL, whose columns
+    are those it names, up to the second query's comments (then an AssertionError)."""
+    Align = pytest.importorskip("Bio.Align")
+    path = TAB / "ssearch36_dna_ref.m8cb"
+    theirs = []
+    with pytest.raises(AssertionError):
+        for alignment in Align.parse(str(path), "tabular"):
+            theirs.append(alignment)
+    ours = [s for h in _parsed(path)[0]["hits"] for s in h["hsps"]]
+    assert len(theirs) == len(ours) == 24
+    for a, s in zip(theirs, ours):
+        (t0, t1), (q0, q1) = a.coordinates[:, [0, -1]].tolist()  # 0-based, end excluded, reversed on a - strand
+        assert (min(t0, t1) + 1, max(t0, t1)) == (s["hit_start"], s["hit_end"])
+        assert (min(q0, q1) + 1, max(q0, q1)) == (s["query_start"], s["query_end"])
+        assert a.annotations["evalue"] == s["evalue"] and a.annotations["bit score"] == s["bits"]
+        assert a.annotations["mismatches"] == s["extra"]["mismatches"]
+        assert round(a.annotations["% identity"] / 100, 4) == s["identity"]
+
+
+def test_alignments_after_the_rows_are_skipped_with_a_warning():
+    warned = []
+    got = _parsed(TAB / "ssearch36_8CB_and_10.m10", warn=warned.append)
+    assert [len(h["hsps"]) for h in got[0]["hits"]] == [1, 1, 2]  # FEPE's two alignments, one hit
+    assert len(warned) == 1 and "alignments printed after the table rows" in warned[0]
+    assert warned[0].startswith(f"{TAB / 'ssearch36_8CB_and_10.m10'}:12: ")
+
+
+def test_the_format_is_chosen_by_content():
+    for path in SAMPLES:
+        assert parsers.detect(path).name == "pasta-m8", path  # ssearch36_8CB_and_10.m10 too
+    for path in M10.glob("*.m10*"):
+        assert parsers.detect(path).name == "pasta", path
+    for path in (REPO / "samples" / "materials").iterdir():
+        if path.name.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")):
+            assert parsers.detect(path).name == "materials", path
+
+
+def _damaged(tmp_path, name: str, edit) -> Path:
+    lines = (TAB / name).read_text().splitlines(keepends=True)
+    edit(lines)
+    out = tmp_path / name
+    out.write_text("".join(lines))
+    return out
+
+
+def _field(n: int, value: str):
+    def edit(lines):
+        at = next(i for i, x in enumerate(lines) if "\t" in x)
+        row = lines[at].rstrip("\n").split("\t")
+        row[n] = value
+        lines[at] = "\t".join(row) + "\n"
+    return edit
+
+
+# (sample, edit, line reported, words of the reason)
+BAD = {
+    "word_for_a_number": ("ssearch36_prot_multi.m8c", _field(4, "x"), 7, "mismatches 'x' is not a whole number"),
+    "coordinate_zero": ("ssearch36_prot_multi.m8c", _field(6, "0"), 7, "q. start '0' is not a whole number of at least 1"),
+    "percent_over_100": ("ssearch36_prot_multi.m8c", _field(2, "100.5"), 7, "is not a percentage"),
+    "more_mismatches_than_columns": ("ssearch36_prot_multi.m8c", _field(4, "999"), 7, "999 mismatches in an alignment"),
+    "negative_evalue": ("ssearch36_prot_multi.m8c", _field(10, "-1"), 7, "evalue '-1' is negative"),
+    "protein_backwards": ("ssearch36_prot_multi.m8c", _field(9, "1"), 7, "on a protein side"),
+    "a_field_missing": ("fasta36_dna.m8", lambda ls: ls.__setitem__(1, ls[1].rsplit("\t", 1)[0] + "\n"), 2,
+                        "has 11 tab-separated fields"),
+    "a_row_dropped": ("ssearch36_prot_multi.m8c", lambda ls: ls.pop(7), 6,
+                      "'# 9 hits found' but its 8 rows (to line 14) are 8 library sequences"),
+    "truncated": ("ssearch36_prot_multi.m8c", lambda ls: ls.pop(), 37, "truncated?"),
+    "a_row_of_another_query": ("ssearch36_prot_multi.m8c", _field(0, "OTHER"), 7, "a row of query 'OTHER'"),
+    "garbage_line": ("fasta36_dna.m8", lambda ls: ls.insert(3, "hello world\n"), 4, "not a table row"),
+    "queries_miscounted": ("fastx36.m8c", lambda ls: ls.__setitem__(-1, "# FASTX processed 3 queries\n"), 28,
+                           "the run holds 2 queries"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_rows_are_refused_at_their_line(tmp_path, case):
+    name, edit, line, words = BAD[case]
+    path = _damaged(tmp_path, name, edit)
+    with pytest.raises(ParseError) as info:
+        _parsed(path)
+    assert info.value.line == line, info.value
+    assert words in info.value.reason, info.value
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def _cli(*args, env=None):
+    return subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_parse_reads_a_folder_of_tabular_files(tmp_path):
+    proc = _cli("parse", TAB, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    expected = sum(len(_parsed(p)) for p in SAMPLES)
+    assert len(lines) == expected == 17
+    assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(len(_own_lines(p)[1]) for p in SAMPLES)
+    assert proc.stderr.count("warning: ") == 2  # the alignments after the rows, once in each of two files
+
+
+def test_parse_names_a_bad_row(tmp_path):
+    path = _damaged(tmp_path, "fastx36.m8c", _field(11, "many"))
+    proc = _cli("parse", path, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {path}:7: bit score 'many' is not a number"
+
+
+def test_load_stores_tabular_searches(mongo_uri, db, tmp_path):
+    env = {"MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(tmp_path / "home")}
+    os.environ.pop("DASK_SCHEDULER_ADDRESS", None)
+    proc = _cli("load", "--json", "-q", "--db", db.name, "--workers", "1", TAB, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["files"]["files_loaded"] == len(SAMPLES)
+    assert db.searches.count_documents({}) == 17
+    assert db.searches.count_documents({"source.format": "pasta-m8"}) == 17
+    rows = sum(len(_own_lines(p)[1]) for p in SAMPLES)
+    assert sum(len(h["hsps"]) for h in db.hits.find({})) == rows
+    mixed = db.searches.find_one({"source.path": str(TAB / "ssearch36_8CB_and_10.m10")})
+    assert mixed["n_hits"] == 3 and mixed["query_id"] == "GTT1_DROME"
+    none = db.searches.find_one({"query_id": "H10_HUMAN", "source.path": str(TAB / "ssearch36_prot_multi.m8c")})
+    assert none["n_hits"] == 0 and none["query_length"] == 193
