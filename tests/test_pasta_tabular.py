@@ -1,5 +1,5 @@
 """FASTA's tabular output (``-m 8``, ``8C``, ``8CB``, ``8CC``, ``8CBL``; alone, with ``-d``, with ``-m 10``)
-read into the searches/hits model (issue 43, item 4).
+and its ``-m 9`` family without ``-m 10`` read into the searches/hits model (issue 43, item 4).
 
 Every real sample in samples/pasta_tab/ (commands in its make_samples.sh) is checked value by value
 against its own lines, read here without the parser; the samples that are the same search as one of
@@ -27,11 +27,15 @@ REPO = Path(__file__).resolve().parent.parent
 TAB = REPO / "samples" / "pasta_tab"
 M10 = REPO / "samples" / "pasta"
 BIN = Path(sys.executable).parent / "sci-ingest"
-SAMPLES = sorted(p for p in TAB.iterdir() if p.name != "make_samples.sh" and p.suffix != ".md")
+EVERY = sorted(p for p in TAB.iterdir() if p.name != "make_samples.sh" and p.suffix != ".md")
+SAMPLES = [p for p in EVERY if p.suffix != ".m9"]  # -m 8 family (format pasta-m8)
+M9 = [p for p in EVERY if p.suffix == ".m9"]  # -m 9 family without -m 10 (format pasta-m9)
 # tabular sample -> the -m 10 sample of the same search
 TWINS = {"ssearch36_prot_multi.m8c": "ssearch36_prot_multi.m10", "ssearch36_dna_ref.m8cb": "ssearch36_dna_ref.m10",
          "fastx36.m8c": "fastx36.m10", "tfastx36_cigar.m8c": "tfastx36.m10",
          "ssearch36_dna_pieces.m8c": "ssearch36_dna_pieces.m10"}
+TWINS9 = {"ssearch36_9c.m9": "ssearch36_m9c.m10", "ssearch36_dna_9B.m9": "ssearch36_dna_m9B.m10",
+          "ssearch36_9i.m9": "ssearch36_m9i.m10"}
 
 
 def _parsed(path: Path, **kw) -> list[dict]:
@@ -148,9 +152,14 @@ def test_alignments_after_the_rows_are_skipped_with_a_warning():
     assert warned[0].startswith(f"{TAB / 'ssearch36_8CB_and_10.m10'}:12: ")
 
 
-def test_the_format_is_chosen_by_content():
+def test_the_format_is_chosen_by_content(tmp_path):
     for path in SAMPLES:
         assert parsers.detect(path).name == "pasta-m8", path  # ssearch36_8CB_and_10.m10 too
+    for path in M9:
+        assert parsers.detect(path).name == "pasta-m9", path
+        renamed = tmp_path / (path.stem + ".m10")
+        renamed.write_bytes(path.read_bytes())
+        assert parsers.detect(renamed).name == "pasta-m9", path  # by its command line
     for path in M10.glob("*.m10*"):
         assert parsers.detect(path).name == "pasta", path
     for path in (REPO / "samples" / "materials").iterdir():
@@ -215,10 +224,11 @@ def test_parse_reads_a_folder_of_tabular_files(tmp_path):
     proc = _cli("parse", TAB, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
-    expected = sum(len(_parsed(p)) for p in SAMPLES)
-    assert len(lines) == expected == 17
-    assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(len(_own_lines(p)[1]) for p in SAMPLES)
-    assert proc.stderr.count("warning: ") == 2  # the alignments after the rows, once in each of two files
+    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 17 + 9
+    assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(
+        len(_own_lines(p)[1]) for p in SAMPLES) + sum(len(rows) for p in M9 for _, rows in _own_tables(p))
+    # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file
+    assert proc.stderr.count("warning: ") == 2 + len(M9)
 
 
 def test_parse_names_a_bad_row(tmp_path):
@@ -234,12 +244,99 @@ def test_load_stores_tabular_searches(mongo_uri, db, tmp_path):
     proc = _cli("load", "--json", "-q", "--db", db.name, "--workers", "1", TAB, env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["files"]["files_loaded"] == len(SAMPLES)
-    assert db.searches.count_documents({}) == 17
+    assert report["files"]["files_loaded"] == len(EVERY)
+    assert db.searches.count_documents({}) == 17 + 9
     assert db.searches.count_documents({"source.format": "pasta-m8"}) == 17
+    assert db.searches.count_documents({"source.format": "pasta-m9"}) == 9
     rows = sum(len(_own_lines(p)[1]) for p in SAMPLES)
-    assert sum(len(h["hsps"]) for h in db.hits.find({})) == rows
+    assert sum(len(h["hsps"]) for h in db.hits.find({"source.path": {"$in": list(map(str, SAMPLES))}})) == rows
     mixed = db.searches.find_one({"source.path": str(TAB / "ssearch36_8CB_and_10.m10")})
     assert mixed["n_hits"] == 3 and mixed["query_id"] == "GTT1_DROME"
     none = db.searches.find_one({"query_id": "H10_HUMAN", "source.path": str(TAB / "ssearch36_prot_multi.m8c")})
     assert none["n_hits"] == 0 and none["query_length"] == 193
+
+
+# ------------------------------------------------------------------ -m 9 family without -m 10
+
+def _parsed9(path: Path, **kw) -> list[dict]:
+    with open(path, "rb") as fh:
+        return list(parsers.get("pasta-m9").load()(fh, str(path), **kw))
+
+
+def _own_tables(path: Path):
+    """Each query's best-scores table as the file prints it: (column names, rows), rows split into
+    the score columns and the -m 9 columns (after the tab), read here without the parser."""
+    tables, rows = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("The best scores are:"):
+            head, _, head9 = line[len("The best scores are:"):].partition("\t")
+            rows = []
+            tables.append(((head.split(), head9.split()), rows))
+        elif rows is not None and line.strip():
+            left, _, nine = line.partition("\t")
+            rows.append((left.split(), nine.split("\t")[0].split(), nine.partition("\t")[2]))
+        else:
+            rows = None
+    return tables
+
+
+@pytest.mark.parametrize("path", M9, ids=lambda p: p.name)
+def test_every_m9_table_value_is_the_files_own(path):
+    got = _parsed9(path)
+    text = path.read_text()
+    assert len(got) == sum(1 for line in text.splitlines() if ">>>" in line[:8] and line.strip()[0].isdigit())
+    hsps = [s for q in got for h in q["hits"] for s in h["hsps"]]
+    rows = [(cols, row) for cols, table in _own_tables(path) for row in table]
+    assert len(hsps) == len(rows) > 0
+    for s, ((cols, cols9), (left, nine, code)) in zip(hsps, rows):
+        values = dict(zip(cols, left[-len(cols):]))
+        assert s["evalue"] == float(next(v for k, v in values.items() if k.startswith("E(")))
+        assert s["bits"] == float(values["bits"])
+        if cols9:  # -m 9, 9c, 9C, 9B: the columns after the tab
+            nines = dict(zip([c for c in cols9 if c != "aln_code"], nine))
+            assert (s["identity"], s["similarity"], s["overlap"]) == (
+                float(nines["%_id"]), float(nines["%_sim"]), int(nines["alen"]))
+            for side, a, b in (("query", "an0", "ax0"), ("hit", "an1", "ax1")):
+                lo, hi = sorted((int(nines[a]), int(nines[b])))
+                assert (s[f"{side}_start"], s[f"{side}_end"]) == (lo, hi)
+            assert s["extra"].get("al_code") == (code.strip() or None)
+        else:  # -m 9i: %_id %_sim alen as plain columns
+            assert (s["identity"], s["overlap"]) == (float(values["%_id"]), int(values["alen"]))
+        assert "query_seq" not in s and "z_score" not in s
+
+
+@pytest.mark.parametrize("name", sorted(TWINS9))
+def test_m9_alone_is_the_table_of_its_m10_twin(name):
+    """The same search with -m 10 beside: the same hits and alignments, in the same order, with the
+    same coordinates, strands, E(), bits and encoded alignments (the -m 10 file's aligned hits keep
+    their alignment blocks' values; the -m 9 file's come from its table)."""
+    alone = _parsed9(TAB / name)
+    with open(M10 / TWINS9[name], "rb") as fh:
+        m10 = list(pasta.parse_dicts(fh, TWINS9[name]))
+    assert len(alone) == len(m10) == 1
+    a, m = alone[0], m10[0]
+    for key in ("query_id", "query_description", "query_length", "query_type", "library_type", "program",
+                "version", "algorithm", "statistics", "library", "library_sequences", "library_residues"):
+        assert a.get(key) == m.get(key), key
+    assert [h["hit_id"] for h in a["hits"]] == [h["hit_id"] for h in m["hits"]]
+    assert not any(h["aligned"] for h in a["hits"]) and any(h["aligned"] for h in m["hits"])
+    for ha, hm in zip(a["hits"], m["hits"]):
+        assert (ha["rank"], ha["hit_length"], len(ha["hsps"])) == (hm["rank"], hm["hit_length"], len(hm["hsps"]))
+        for sa, sm in zip(ha["hsps"], hm["hsps"]):
+            for key in ("query_start", "query_end", "hit_start", "hit_end", "query_strand", "hit_strand", "evalue",
+                        "bits", "overlap"):
+                if key in sa or not name.endswith("9i.m9"):  # -m 9i's table has no coordinates
+                    assert sa.get(key) == sm.get(key), (ha["hit_id"], key)
+            assert (sa.get("extra") or {}).get("al_code") == (sm.get("extra") or {}).get("al_code")
+
+
+def test_m9_alone_with_its_alignments_damaged_still_refuses_a_bad_table(tmp_path):
+    """The display is skipped, the table is not: a bad table row is the -m 10 parser's 'file:line: reason'."""
+    lines = (TAB / "ssearch36_9c.m9").read_text().splitlines(keepends=True)
+    at = next(i for i, x in enumerate(lines) if x.startswith("The best scores are:")) + 1
+    lines[at] = lines[at].replace("\t", " ", 1)
+    path = tmp_path / "bad.m9"
+    path.write_text("".join(lines))
+    with pytest.raises(ParseError) as info:
+        _parsed9(path)
+    assert info.value.line == at + 1 and "best-scores table row: expected 15 -m 9 columns" in info.value.reason

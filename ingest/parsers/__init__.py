@@ -6,7 +6,8 @@ format is used, so ``sci-ingest parse`` never pays for modules it does not need.
 A format whose first bytes prove it whatever the file is called also has ``claims``
 (bytes -> bool), asked before the suffixes: FASTA's tabular output (``-m 8C``:
 comment lines of its own; ``-m 8``: a row of 12 to 15 tab-separated fields) is read
-as such in a file named ``.m10`` too (``-m 8CB -m 10`` prints the table first).
+as such in a file named ``.m10`` too (``-m 8CB -m 10`` prints the table first), and
+a ``-m 9c`` report without ``-m 10`` by its command line.
 
 Parser contracts (pure: no I/O beyond reading the handle they are given):
 
@@ -153,6 +154,24 @@ def _sniff_tabular(name: str, head: bytes) -> bool:
     return name.endswith(_TABULAR_SUFFIXES) or _claims_tabular(head)
 
 
+_M_OPTION = re.compile(r"""(?:^|\s)-m\s*(?:"([^"]*)"|'([^']*)'|(\S+))""")
+
+
+def _claims_m9(head: bytes) -> bool:
+    """A ``-m 9``-family report without ``-m 10``, by the command line FASTA prints first (``# ssearch36
+    ... -m 9c ...``; then its banner, not a tabular comment): FASTA reads the first word of an ``-m``
+    argument (``-m "10 9c"`` is ``-m 10``) and each of a comma list (``-m 10,9c`` is both)."""
+    first, _, rest = head.partition(b"\n")
+    if not first.startswith(b"# ") or rest.startswith(b"#"):
+        return False
+    modes = []
+    for m in _M_OPTION.finditer(first.decode("latin-1")):
+        arg = next(g for g in m.groups() if g is not None)
+        modes += [piece.split()[0] for piece in arg.split(",") if piece.split()]
+    return (any(mode.startswith("9") for mode in modes)
+            and not any(mode == "10" or mode[:1] in ("8", "F") for mode in modes))
+
+
 def _sniff_json(name: str, head: bytes) -> bool:
     if name.endswith(_JSON_SUFFIXES):
         return True
@@ -178,6 +197,17 @@ register(
         suffixes=_TABULAR_SUFFIXES,
         claims=_claims_tabular,
         description="FASTA-suite BLAST-tabular output (-m 8, 8C, 8CB, ...; alone or with -m 10)",
+    )
+)
+register(
+    Format(
+        name="pasta-m9",
+        kind="search",
+        entry_point="ingest.parsers.tabular.m9:parse_dicts",
+        sniff=lambda name, head: name.endswith(".m9") or _claims_m9(head),
+        suffixes=(".m9",),
+        claims=_claims_m9,
+        description="FASTA-suite -m 9, 9c, 9C, 9B, 9i without -m 10 (the best-scores tables)",
     )
 )
 register(

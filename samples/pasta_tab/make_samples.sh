@@ -29,3 +29,13 @@ fasta36 -m 8 -T 1 -z 3 -E 1 inputs/dna_queries.fna inputs/gst.nlib > "$here/fast
 ssearch36 -m 8 -T 1 -z 3 -E 0.5 -d 1 inputs/prot_queries.fa inputs/prot_lib.fa > "$here/ssearch36_d1.m8"
 # -m 8CB -m 10: the table, then -m 10 alignment blocks; named .m10, read as tabular by its content
 ssearch36 -m 8CB -m 10 -T 1 -z 3 -b 3 -d 2 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_8CB_and_10.m10"
+
+# ---- -m 9 family without -m 10 (format pasta-m9): -m 10's layout with FASTA's -m 0 alignments
+# the same searches as ssearch36_m9c.m10, ssearch36_dna_m9B.m10 and ssearch36_m9i.m10 (without -m 10)
+ssearch36 -m 9c -T 1 -z 3 -b 8 -d 4 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_9c.m9"
+ssearch36 -m 9B -T 1 -z 3 -b 8 -d 2 inputs/mgstm1.nt inputs/gst.nlib > "$here/ssearch36_dna_9B.m9"
+ssearch36 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_9i.m9"
+# several queries, query 3 without hits; plain -m 9
+ssearch36 -m 9 -T 1 -z 3 -E 0.5 -d 1 inputs/prot_queries.fa inputs/prot_lib.fa > "$here/ssearch36_prot_multi_9.m9"
+# a translated search (nt coordinates of the DNA query, both frames), -m 9C (CIGAR)
+fastx36 -m 9C -T 1 -z 3 -b 5 -d 1 inputs/dna_queries.fna inputs/prot_lib.fa > "$here/fastx36_9C.m9"
