@@ -2,7 +2,7 @@
 
 Real FASTA 36.3.8i outputs in samples/pasta, commands in make_samples.sh ("where a query sits in
 its sequence"): query subranges (``file:101-400``, ``file:-100``, ``file:101-``, the first query of
-a multi-query file), subranges of an 86,314 nt clone (FASTA goes on past them: set aside), segments
+a multi-query file), subranges of an 86,314 nt clone (FASTA goes on past them: placed, issue 43), segments
 numbered from an ``@C:`` header (renumbered) and from ``-o``, titles cut at 511 bytes, segments
 with ``-i``, ``-3 -m 9c``, fastx36, and a 68,700 aa protein.  Run as users run it: the command
 line as a subprocess; values pinned to the files' own lines, read here with regular expressions
@@ -35,8 +35,8 @@ SAMPLES_26 = {
     "ssearch36_subrange_multi.m10": (4, 0),
     "ggsearch36_subrange_head.m10": (1, 0),
     "fasta36_subrange_open.m10": (1, 0),
-    "ssearch36_long_subrange.m10": (3, 2),
-    "fasta36_long_subrange_cross.m10": (3, 2),
+    "ssearch36_long_subrange.m10": (3, 0),
+    "fasta36_long_subrange_cross.m10": (3, 0),
     "fasta36_long_at_c.m10": (3, 0),
     "fasta36_long_o.m10": (3, 0),
     "fasta36_long_title.m10": (3, 0),
@@ -123,22 +123,27 @@ def test_subranges_of_short_queries_say_what_was_searched():
     assert (doc["query_length"], doc["query_range"]) == (118, {"start": 101, "end": 218})
 
 
-def test_a_subrange_of_a_long_query_keeps_the_subrange_and_sets_the_overrun_aside():
-    (doc,), err = _one("ssearch36_long_subrange.m10")  # clone_long.fna:20001-21000 vs two pieces of it
-    assert (doc["query_length"], doc["query_range"]) == (1000, {"start": 20001, "end": 21000})
-    assert "query_segment" not in doc
-    best = doc["hits"][0]
-    assert (best["hit_id"], coords(doc)[0]) == ("clone_20001_21000", (20001, 21000))
+def test_a_subrange_of_a_long_query_is_segment_1_and_the_blocks_past_it_are_placed():
+    """FASTA goes on past a long query's subrange from residue 39,991, numbered from the subrange's
+    length: placed (issue 43; more forms and the sequence check in test_pasta_long_subrange.py)."""
+    docs, err = _one("ssearch36_long_subrange.m10")  # clone_long.fna:20001-21000 vs two pieces of it
+    assert [(d["query_segment"]["offset"], d["query_segment"]["length"]) for d in docs] == [
+        (20001, 1000), (39991, 39990), (79981, 6334)]
+    assert {d["query_length"] for d in docs} == {CLONE} and all("query_range" not in d for d in docs)
+    assert (docs[0]["hits"][0]["hit_id"], coords(docs[0])[0]) == ("clone_20001_21000", (20001, 21000))
     # past the subrange FASTA finds the piece 50001-50500 of the clone and numbers it 11011-11510
     # (38,990 short: the 39,990 residues of its first read less the 1,000 of the subrange)
     text = (SAMPLES / "ssearch36_long_subrange.m10").read_text()
     assert ">>clone_50001_50500" in text and "; al_start: 11011\n; al_stop: 11510\n" in text
-    assert [h["hit_id"] for h in doc["hits"]].count("clone_50001_50500") <= 1  # the kept block's own table row
-    assert all(b <= 21000 for _, b in coords(doc))
-    assert err.count("warning:") == 1 and "20001-21000" in err
-    (doc,), err = _one("fasta36_long_subrange_cross.m10")  # 39001-41000: FASTA stops at 39,990
-    assert (doc["query_length"], doc["query_range"]) == (990, {"start": 39001, "end": 39990})
-    assert "asks for residues 39001-41000 of the query; FASTA searched 39001-39990" in err
+    assert next(c for h, c in zip(docs[1]["hits"], coords(docs[1])) if h["hit_id"] == "clone_50001_50500") == (
+        50001, 50500)
+    assert [d["query_segment"].get("printed_offset") for d in docs] == [None, 1001, 40991]
+    assert err.count("warning:") == 1 and "placed at residues 39991-86314" in err and "shifted by 38,990" in err
+    docs, err = _one("fasta36_long_subrange_cross.m10")  # 39001-41000: its block stops at 39,990
+    assert [(d["query_segment"]["offset"], d["query_segment"]["length"]) for d in docs] == [
+        (39001, 990), (39991, 39990), (79981, 6334)]
+    assert {json.dumps(d["query_range"]) for d in docs} == {json.dumps({"start": 39001, "end": CLONE})}
+    assert "the subrange 39001-41000" in err and "shifted by 39,000" in err
 
 
 def test_segments_numbered_from_an_at_c_header_are_renumbered_and_from_o_are_kept():

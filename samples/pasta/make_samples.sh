@@ -115,6 +115,37 @@ titin = "".join(open("inputs/titin_hum.aa").read().split("\n", 1)[1].split())
 with open("inputs/titin_twice.aa", "w") as f:
     f.write(">TITIN_TWICE titin (TITIN_HUM) twice, 68700 aa\n" + "\n".join((titin * 2)[i:i + 60] for i in range(0, 2 * len(titin), 60)) + "\n")
 PY
+# blocks past a long query's subrange (issue 43): pieces of the clone from each of FASTA's reads
+# (3001-3300, 20201-20400; 45001-45300, 60001-60250 reverse-complemented; 84001-84300), the
+# standard-code translations of three of its stretches (45001-45600, 70001-70600 on the reverse
+# strand, 83001-83450; "*" for stops), and pieces of the 68,700 aa titin_twice (1001-1200,
+# 41001-41200, 60001-60300)
+python3 - <<'PY'
+import itertools
+def body(path):
+    return "".join(open(path).read().split("\n", 1)[1].split())
+def fasta(f, name, text, s):
+    f.write(f">{name} {text}\n" + "\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
+seq = body("inputs/clone_long.fna")
+rc = lambda s: s[::-1].translate(str.maketrans("ACGT", "TGCA"))
+aas = "FFLLSSSSYY**CC*WLLLLPPPPHHQQRRRRIIIMTTTTNNKKSSRRVVVVAAAADDEEGGGG"
+code = {"".join(c): aas[i] for i, c in enumerate(itertools.product("TCAG", repeat=3))}
+tr = lambda s: "".join(code[s[i:i + 3]] for i in range(0, len(s) - 2, 3))
+with open("inputs/clone_pieces_far.fna", "w") as f:
+    for a, b, minus in ((3001, 3300, 0), (20201, 20400, 0), (45001, 45300, 0), (60001, 60250, 1), (84001, 84300, 0)):
+        piece = seq[a - 1:b]
+        fasta(f, f"clone_{a}_{b}" + "r" * minus, f"residues {a}-{b} of clone_long" + " reverse-complemented" * minus,
+              rc(piece) if minus else piece)
+with open("inputs/clone_translated.fa", "w") as f:
+    for a, b, minus in ((45001, 45600, 0), (70001, 70600, 1), (83001, 83450, 0)):
+        piece = seq[a - 1:b]
+        fasta(f, f"tr_{a}_{b}" + "r" * minus, f"translation of residues {a}-{b} of clone_long" + " reverse strand" * minus,
+              tr(rc(piece) if minus else piece))
+titin = body("inputs/titin_twice.aa")
+with open("inputs/titin_pieces.fa", "w") as f:
+    for a, b in ((1001, 1200), (41001, 41200), (60001, 60300)):
+        fasta(f, f"titin_{a}_{b}", f"residues {a}-{b} of TITIN_TWICE", titin[a - 1:b])
+PY
 rna_fragment() {  # rna_fragment HEADER FIRST LAST
     echo ">$1"
     sed -n '2,$p' inputs/mgstm1.nt | tr -d ' 0-9\n' | cut -c"$2-$3" | tr 'Tt' 'Uu' | fold -w 60
@@ -206,10 +237,19 @@ run fasta36_subrange_open.m10      fasta36 -m 10 -T 1 -z 3 inputs/mgstm1.aa:101-
 # validation's "hit_length >= hit_end" check (not critical) flags every such hit
 run ../pasta_extra/ssearch36_lib_subrange.m10 ssearch36 -m 10 -T 1 -z 3 inputs/mgstm1.nt inputs/gst.nlib:101-500
 # a subrange of a long query: FASTA searches it, then goes on past it through the rest of the
-# sequence, numbered from the subrange's length (a defect: those blocks are set aside); a subrange
-# ending past residue 39,990 is searched only up to there
+# sequence from residue 39,991, numbered from the subrange's length (a defect: those blocks are
+# placed, shifted by 39,990 less that length); a subrange ending past residue 39,990 is searched by
+# its own block only up to there.  Issue 43: other programs, starts, ends, @C:, -o with -i, -3
 run ssearch36_long_subrange.m10    ssearch36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces.fna
 run fasta36_long_subrange_cross.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:39001-41000 inputs/gst.nlib
+run fasta36_long_subrange_head.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:-5000 inputs/clone_pieces_far.fna
+run fasta36_long_subrange_open.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:30001- inputs/clone_pieces_far.fna
+run fasta36_long_subrange_at_c.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna:20001-21000 inputs/clone_pieces_far.fna
+run fasta36_long_subrange_o_i.m10  fasta36 -m 10 -T 1 -z 3 -i -o "101 1" inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
+run fasta36_long_subrange_3.m10    fasta36 -m 10 -T 1 -z 3 -3 inputs/clone_long.fna:-39990 inputs/clone_pieces_far.fna
+run fasty36_long_subrange.m10      fasty36 -m 10 -T 1 -z 3 inputs/clone_long.fna:2001-3000 inputs/clone_translated.fa
+run lalign36_long_subrange.m10     lalign36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
+run ssearch36_long_subrange_protein.m10 ssearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
 # segments numbered from an @C: header (FASTA drops it after the first segment: renumbered), from -o
 run fasta36_long_at_c.m10          fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna inputs/gst.nlib
 run fasta36_long_o.m10             fasta36 -m 10 -T 1 -z 3 -o "101 1" inputs/clone_long.fna inputs/gst.nlib

@@ -30,19 +30,26 @@ Read from FASTA 36.3.8's source (``comp_lib9.c``, ``nmgetlib.c``, ``build_ares.c
 * **Defects kept out.**  FASTA numbers the segments after the first as if the first began at
   residue 1 of the numbering: it drops an ``@C:N`` offset (renumbered here: the first
   segment's offset is known, the rest follow it without a gap; a warning says so and
-  ``query_segment.printed_offset`` keeps the printed value), and after a subrange it goes
-  on past the subrange's end (it cuts the subrange from the first read only) with
-  alignments numbered from the subrange's length: those blocks are not what the command
-  asked for and cannot be placed in the sequence; they are set aside with a warning
-  naming their lines, the subrange's block is kept.  A subrange that ends past the first
-  read is searched only up to residue 39,990: a warning says so.
+  ``query_segment.printed_offset`` keeps the printed value), and after a subrange of a long
+  query it goes on past the subrange (it cuts the subrange from the first read only) through
+  the rest of the sequence from residue 39,991, numbering block *k* >= 2 from the subrange's
+  length: its alignments lie ``39,990 - L1 + (N-1)`` further on than printed (``L1`` the
+  subrange block's length, ``N`` an ``@C:N``'s; ``_past_subrange`` derives it).  Those blocks
+  are placed there, as segments of the query with the subrange's block as segment 1 (a
+  warning names their lines and the shift, ``printed_offset`` keeps FASTA's number); they
+  are set aside, with a warning saying why, only when the file contradicts the rule
+  (``_unplaceable``).  A subrange that ends past the first read is searched by its own block
+  only up to residue 39,990 (the blocks after it go on from 39,991).
 
 Each segment stays one query (one ``searches`` document: its statistics and E-values are its
 own), with ``query_length`` the whole query's length and ``query_segment`` = ``{index, count,
 offset, length}`` (``offset``: the number of its first residue, in the alignments' numbering).
 The description is the query's own, without the suffixes.  Segments are held until the next
 query, the end of the run or the end of the input shows the last one (memory: one query's
-hits, those of a large block in a spool: spool.py); damage before the last one yields none of them (the whole length is unknown).
+hits, those of a large block in a spool: spool.py); damage before the last one yields none of
+them (the whole length is unknown).  After a subrange (above) the subrange's block is segment 1
+and the blocks past it follow from residue 39,991: ``query_range`` is then set only when they
+join it (a subrange ending at or past 39,990), since what was searched is otherwise not one range.
 """
 
 from __future__ import annotations
@@ -129,10 +136,15 @@ class Segments:
             return
         first = blocks[0]
         subrange = _subrange_of(first, dicts)
+        if len(blocks) > 1 and subrange is not None:
+            why = _unplaceable(blocks, subrange)
+            if why is None:
+                yield from _past_subrange(r, blocks, subrange, dicts, warn)
+                return
         if len(blocks) == 1 or subrange is not None:
             q = _single(r, first, subrange, dicts, warn)
             if len(blocks) > 1:
-                _set_aside(r, blocks[1:], subrange, warn)
+                _set_aside(r, blocks[1:], subrange, why, warn)
             yield q
             return
         yield from _segments(r, blocks, dicts, warn)
@@ -185,15 +197,14 @@ def _segments(r, blocks: list[Block], dicts: bool, warn) -> Iterator:
     """The segments of one long query, numbered without gaps from the first one's offset."""
     base = blocks[0].offset or 0
     total = sum(b.length for b in blocks)
-    at_c = _AT_C.search(blocks[0].title)
-    c = int(at_c.group(1)) if at_c else None
+    c = _at_c(blocks[0])
     position = base
     placed = []
     for index, b in enumerate(blocks, start=1):
         segment = {"index": index, "count": len(blocks), "offset": position + 1, "length": b.length}
         if b.offset is not None and b.offset != position:
             shift = position - b.offset
-            if c is None or index == 1 or shift != c - 1:
+            if index == 1 or shift != c - 1:
                 raise r.error(
                     f"query segment {index} of {len(blocks)}: its alignments are numbered from {b.offset + 1}, "
                     f"not from {position + 1} after the segments before it (a layout this parser does not "
@@ -211,14 +222,102 @@ def _segments(r, blocks: list[Block], dicts: bool, warn) -> Iterator:
         yield _with_segment(q, total, segment, rng) if dicts else _segment_object(q, total, segment, rng)
 
 
-def _set_aside(r, blocks: list[Block], subrange, warn) -> None:
+def _at_c(block: Block) -> int:
+    """The N of an ``@C:N`` in the query's header (1 without): the number of its residue 1."""
+    m = _AT_C.search(block.title)
+    return int(m.group(1)) if m else 1
+
+
+def _origin(blocks: list[Block], subrange) -> int | None:
+    """The ``-o`` part of the numbering (``sq0off - 1``), from the first block that printed an
+    offset (see _past_subrange); None when no block did (no alignment to place)."""
+    first, read1 = blocks[0], blocks[0].length
+    if first.offset is not None:
+        return first.offset - (subrange[0] - 1) - (_at_c(first) - 1)
+    for k, b in enumerate(blocks[1:], start=2):
+        if b.offset is not None:
+            return b.offset - read1 - READ * (k - 2)
+    return None
+
+
+def _unplaceable(blocks: list[Block], subrange) -> str | None:
+    """Why the blocks past a long query's subrange cannot be placed by _past_subrange's rule
+    (None: they can): the subrange's block is not what FASTA cuts from a full first read of READ
+    residues, a block before the last is not a full read, or a block's printed offset is not
+    the one the rule predicts."""
+    start, end = subrange
+    want = min(READ, end if end is not None else READ) - (start - 1)
+    if blocks[0].length != want:
+        return (f"the subrange's block has {blocks[0].length} residues, not the {want} FASTA cuts from its "
+                f"first read of {READ:,}")
+    for b in blocks[1:-1]:
+        if b.length != READ:
+            return f"the block at line {b.line} has {b.length} residues, not a full read of {READ:,}"
+    origin = _origin(blocks, subrange)
+    for k, b in enumerate(blocks[1:], start=2):
+        printed = None if origin is None else origin + blocks[0].length + READ * (k - 2)
+        if b.offset is not None and b.offset != printed:
+            return (f"the block at line {b.line} is numbered from {b.offset + 1}, not from {printed + 1} as "
+                    f"FASTA numbers the blocks after a subrange")
+    return None
+
+
+def _past_subrange(r, blocks: list[Block], subrange, dicts: bool, warn) -> Iterator:
+    """A subrange of a long query and the blocks FASTA searched past it, as segments of the query.
+
+    FASTA (``comp_lib9.c``) cuts the subrange from its first read only (``n0 = min(n0, sstop) -
+    sstart``), then reads on where that read stopped, at residue ``READ+1``, while the next
+    block's numbering offset is ``q_offset + n0``: the subrange's length, not READ; later reads
+    add their own lengths; ``q_off`` (``@C:N`` and the subrange's start) is reset to 1 on a
+    continued read.  Block *k* >= 2 prints ``origin + L1 + READ*(k-2)`` for its first residue
+    less one (``origin``: ``-o``'s ``sq0off - 1``; ``L1``: the subrange block's length) where its
+    true offset is ``origin + (C-1) + READ*(k-1)``: every alignment after the subrange's block
+    lies ``READ - L1 + (C-1)`` further on.  Checked against real outputs of ssearch36, fasta36,
+    fastx36, fasty36 and lalign36 (DNA, protein, ``-i``, ``-3``, ``-o``, ``@C:``)."""
+    first = blocks[0]
+    start, c = subrange[0], _at_c(first)
+    origin = _origin(blocks, subrange) or 0
+    read1 = first.length
+    total = READ + sum(b.length for b in blocks[1:])  # the first read was full: FASTA read on
+    shift = READ - read1 + (c - 1)
+    offset1 = origin + (c - 1) + (start - 1)
+    _check_inside(r, first.q, first.line, offset1 + 1, offset1 + read1, dicts, "query range")
+    placed = [(first.q, {"index": 1, "count": len(blocks), "offset": offset1 + 1, "length": read1})]
+    for k, b in enumerate(blocks[1:], start=2):
+        true = origin + (c - 1) + READ * (k - 1)
+        segment = {"index": k, "count": len(blocks), "offset": true + 1, "length": b.length}
+        if shift and b.offset is not None:
+            _shift(b.q, shift, dicts)
+            segment["printed_offset"] = b.offset + 1
+        _check_inside(r, b.q, b.line, true + 1, true + b.length, dicts, "query segment")
+        placed.append((b.q, segment))
+    end = origin + (c - 1) + total
+    # what was searched is one range when the subrange's block reaches the end of the first read
+    # (none when that is the whole sequence from 1, as for any segments)
+    rng = {"start": offset1 + 1, "end": end} if start - 1 + read1 == READ and offset1 else None
+    if warn is not None:
+        lines = ", ".join(str(b.line) for b in blocks[1:])
+        asked = f"{start}-{subrange[1] if subrange[1] is not None else ''}"
+        how = ""
+        if shift:
+            dropped = f" and without the header's @C:{c}" if c != 1 else ""
+            how = (f", numbering it from the subrange's length{dropped} (a FASTA 36 defect): their alignments "
+                   f"shifted by {shift:,} (query_segment.printed_offset keeps FASTA's number)")
+        warn(f"{r.source}:{blocks[1].line}: {len(blocks) - 1} query block(s) at line(s) {lines} placed at residues "
+             f"{origin + (c - 1) + READ + 1}-{end}: FASTA went on past the subrange {asked} the command asks for "
+             f"into the rest of a long query{how}")
+    for q, segment in placed:
+        yield _with_segment(q, total, segment, rng) if dicts else _segment_object(q, total, segment, rng)
+
+
+def _set_aside(r, blocks: list[Block], subrange, why: str | None, warn) -> None:
     if warn is None:
         return
     lines = ", ".join(str(b.line) for b in blocks)
     asked = f"{subrange[0]}-{subrange[1] if subrange[1] is not None else ''}"
     warn(f"{r.source}:{blocks[0].line}: {len(blocks)} query block(s) at line(s) {lines} set aside: FASTA went on "
          f"past the subrange {asked} the command asks for into the rest of a long query, numbering it from "
-         f"the subrange's length (a FASTA 36 defect): their positions in the sequence are unknown")
+         f"the subrange's length (a FASTA 36 defect), and {why}: their positions in the sequence are unknown")
 
 
 def _set(q, key: str, value, dicts: bool) -> None:
