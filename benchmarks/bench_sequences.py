@@ -33,6 +33,7 @@ INPUTS_DIR is ``samples/pasta/inputs``.  Standard library only.
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 from pathlib import Path
@@ -92,16 +93,21 @@ def library(inputs: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]
             else:
                 queries.append((header, seq))
                 lib.append((header, seq))
-    rng = random.Random(LIBRARY_SEED)
+    lib += itertools.islice(mutants(random.Random(LIBRARY_SEED), queries, "MUT"), LIBRARY_SIZE - len(lib))
+    return queries, lib
+
+
+def mutants(rng: random.Random, base: list[tuple[str, str]], prefix: str, alphabet: str = AA):
+    """Mutated copies of ``base``'s sequences in turn, without end: ``PREFIXnnnn|ID mutated copy
+    (R% changes) of ID`` at a rate drawn from 5 to 60 % (the library's, and the examples sweep's)."""
     n = 0
-    while len(lib) < LIBRARY_SIZE:
-        header, seq = queries[n % len(queries)]
+    while True:
+        header, seq = base[n % len(base)]
         n += 1
         rate = rng.choice((0.05, 0.15, 0.3, 0.45, 0.6))
         ident = header.split()[0]
-        lib.append((f"MUT{n:04d}|{ident} mutated copy ({int(rate * 100)}% changes) of {ident}",
-                    mutate(rng, seq, rate)))
-    return queries, lib
+        yield (f"{prefix}{n:04d}|{ident} mutated copy ({int(rate * 100)}% changes) of {ident}",
+               mutate(rng, seq, rate, alphabet))
 
 
 def load_queries(queries: list[tuple[str, str]], index: int) -> list[tuple[str, str]]:

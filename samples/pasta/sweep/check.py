@@ -28,6 +28,9 @@ QSTART = re.compile(r"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\([^()]*\))?(?:
 # length is then the summary line's
 QANY = re.compile(r"^\s*(\d+)>>>(.*?)( \((?:reverse complement|forward-only)\))?$")
 QSUMMARY = re.compile(r"^>>>.*, (\d+) (aa|nt) vs ")
+# -H: the histogram's head line and its rows ("<20  0  0:", "  22  3  1:==*", ">120  0  0:")
+HIST_HEAD = re.compile(r"^\s+opt(?:\s+E\(\))?\s*$")
+HIST_ROW = re.compile(r"^([<> ])\s*(-?\d+)\s+(\d+)(?:\s+(\d+))?:")
 blocks = []  # each: dict(name, length, table=[], aligns=[])
 cur = None
 al = None
@@ -52,6 +55,22 @@ for ln, line in enumerate(text, 1):
         in_table = False
         continue
     if cur is None:
+        continue
+    if cur.get("in_hist"):
+        mh = HIST_ROW.match(line)
+        if mh:
+            row = dict(score=int(mh.group(2)), observed=int(mh.group(3)))
+            if mh.group(4) is not None:
+                row["expected"] = int(mh.group(4))
+            if mh.group(1) != " ":
+                row["tail"] = mh.group(1)
+            cur["hist"].append(row)
+            cur["in_hist"] = mh.group(1) != ">"
+            continue
+        cur["in_hist"] = False
+        cur["hist_cut"] = ln
+    if al is None and not in_table and HIST_HEAD.match(line):
+        cur["in_hist"], cur["hist"] = True, []
         continue
     if line.startswith("The best scores are:"):
         in_table = True
@@ -189,10 +208,22 @@ TAGMAP = {
 }
 
 unknown_tags = set()
+hist_rows = 0  # histogram rows equal to the file's
 for bi, (b, q) in enumerate(zip(blocks, J)):
     qn = b["announce"].split()[0] if b["announce"].split() else ""
     if q.get("query_id") != qn and not (qn == "" and not q.get("query_id")):
         flag(f"block {bi+1}: query_id {q.get('query_id')!r} != announce {qn!r}")
+    hist_rows += len(b.get("hist", ())) if b.get("hist") == q.get("histogram") else 0
+    if "hist" in b and b["hist"] != q.get("histogram"):
+        if "histogram" not in q:
+            flag(f"block {bi+1} ({qn}): the file's histogram ({len(b['hist'])} rows, line {b['line']}..) not in the JSON")
+        else:
+            diff = [(r, j) for r, j in zip(b["hist"], q["histogram"]) if r != j][:1]
+            flag(f"block {bi+1} ({qn}): histogram {len(q['histogram'])} rows vs the file's {len(b['hist'])}; first difference {diff}")
+    elif "histogram" in q and "hist" not in b:
+        flag(f"block {bi+1} ({qn}): JSON histogram ({len(q['histogram'] or [])} rows) but the file has none")
+    if b.get("hist_cut"):
+        notes.append(f"line {b['hist_cut']}: histogram ends without its '>' row")
     seg = q.get("query_segment") or {}
     shift = seg["offset"] - seg["printed_offset"] if "printed_offset" in seg else 0  # renumbered (@C:)
     if (seg.get("length") if seg else q.get("query_length")) != b["length"]:
@@ -442,6 +473,7 @@ if qfile and lfile and os.path.exists(qfile.split(":")[0]) and os.path.exists(lf
                         # -N pieces: hit side coordinates may be relative; report
                         flag(f"{side} seq of {q['query_id']}/{h['hit_id']} ({st}-{en} {s.get(side+'_strand')}) != input residues: got {got[:25]}.. expected {sub[:25]}..")
 res["seq_checks"] = checked
+res["histogram_rows"] = hist_rows
 
 # --------- Biopython ----------
 bio = "n/a"

@@ -16,7 +16,7 @@ run() {
     timeout 600 "$PARSE" parse "$m10" > "out/$name.jsonl" 2> "out/$name.parse.err"; prc=$?
     timeout 600 "$PARSE" parse --no-sequences "$m10" > "out/$name.ns.jsonl" 2> "out/$name.ns.err"; nrc=$?
     timeout 120 "$PY" "$ROOT/samples/pasta/sweep/check.py" "$m10" "out/$name.jsonl" "out/$name.ns.jsonl" "$cmd" > "out/$name.check.json" 2> "out/$name.check.err"
-    "$PY" - "$name" "$cmd" "$frc" "$prc" "$nrc" "$m10" >> results.jsonl <<'PYEOF'
+    "$PY" - "$name" "$cmd" "$frc" "$prc" "$nrc" "$m10" > "out/$name.result.json" <<'PYEOF'
 import json, sys
 name, cmd, frc, prc, nrc, m10 = sys.argv[1:]
 try:
@@ -27,5 +27,6 @@ print(json.dumps(dict(name=name, cmd=cmd, frc=int(frc), prc=int(prc), nrc=int(nr
     fasta_err=open(f"out/{name}.fasta.err", errors="replace").read()[-300:],
     parse_err=open(f"out/{name}.parse.err", errors="replace").read()[-600:], check=chk)))
 PYEOF
+    cat "out/$name.result.json" >> results.jsonl
     echo "$name frc=$frc prc=$prc nrc=$nrc $(head -c 400 out/$name.check.json)"
 }

@@ -2,10 +2,13 @@
 # FASTA-suite -m 10 option sweep for `sci-ingest parse` (FASTA 36.3.8i, Debian fasta3):
 #   bash samples/pasta/sweep/sweep.sh      (from anywhere; needs `make install`; up to an hour:
 #                                           check.py gives Biopython 20 s on each file)
+#   bash samples/pasta/sweep/sweep.sh examples [OUT_DIR]   FASTA's example queries x programs x -H
+#                                           (examples.sh; about 15 minutes on 2 cores)
 # Work folder: $SWEEP_DIR (default ${TMPDIR:-/tmp}/sci-ingest-sweep); summary: summary.py.
 # Each `run NAME 'COMMAND' [M10FILE]` runs COMMAND (stdout -> out/NAME.m10, or the -m F/-O file),
 # then sci-ingest parse (+ --no-sequences) and check.py; one JSON record per run in results.jsonl.
 HERE="$(cd "$(dirname "$0")" && pwd)"
+[ "${1:-}" = examples ] && exec bash "$HERE/examples.sh" "${@:2}"
 export SWEEP="${SWEEP_DIR:-${TMPDIR:-/tmp}/sci-ingest-sweep}"
 mkdir -p "$SWEEP" && cd "$SWEEP"
 bash "$HERE/setup_inputs.sh"
