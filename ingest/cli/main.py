@@ -165,14 +165,16 @@ def build_parser(with_plugins: bool = True) -> Parser:
 
     _add_server(add)
 
-    p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files to JSON Lines on stdout (no database)",
+    p = add("parse", cmd_parse, "parse FASTA-suite -m 10 files (and its tabular -m 8, -m 9 output) to JSON Lines on stdout "
+            "(no database)",
             "examples:\n  sci-ingest parse run1.m10 run2.m10.gz > queries.jsonl\n"
             "  sci-ingest parse --no-sequences big.m10 | head -1\n  sci-ingest parse results/ > all.jsonl\n"
             "\nIts output is JSON already (one query a line): it has no --json.\n",
             db=False, json=None,
             here={Exit.PARTIAL: "some files failed (each named on stderr as path:line: reason); the others "
                                 "were parsed"})
-    p.add_argument("files", nargs="+", help="-m 10 files (.gz too) or directories holding them")
+    p.add_argument("files", nargs="+", help="-m 10, -m 8 or -m 9 files (.gz too; the format by content) or "
+                                            "directories holding them")
     p.add_argument("--no-sequences", action="store_true", help="leave out aligned sequences (faster)")
     p.add_argument("--include-hidden", action="store_true", help=HIDDEN_HELP)
 

@@ -111,5 +111,5 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 
 
 #: What `load` reads, for messages.
-FORMATS = ("FASTA-suite -m 10 (.m10), its tabular -m 8 family (.m8, .m8c, .m8cb) and Materials-Project JSON "
-           "(.json, .jsonl; .gz too)")
+FORMATS = ("FASTA-suite -m 10 (.m10), its tabular -m 8 (.m8, .m8c, .m8cb) and -m 9 (.m9) output and "
+           "Materials-Project JSON (.json, .jsonl; .gz too)")

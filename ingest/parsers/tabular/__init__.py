@@ -1,6 +1,7 @@
 r"""Parser for FASTA's BLAST-tabular output (``-m 8`` family), registered as format ``"pasta-m8"``:
 the same searches/hits model as the ``-m 10`` parser (:mod:`ingest.parsers.pasta`), with only what
-a table row holds.
+a table row holds.  (FASTA's ``-m 9`` family without ``-m 10``, format ``"pasta-m9"``, is
+:mod:`ingest.parsers.tabular.m9`.)
 
 Entry points (the contract of :mod:`ingest.parsers`)::
 
