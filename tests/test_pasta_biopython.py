@@ -82,6 +82,7 @@ BIO_PARSES = [
     "fasta36_long_subrange_at_c.m10",
     "lalign36_long_subrange.m10",
     "ssearch36_long_subrange_protein.m10",
+    "glsearch36_long_subrange_nohit.m10",
 ]
 BIO_RAISES = [
     "fasta36_dna_ref.m10",

@@ -177,3 +177,20 @@ def test_a_subrange_block_of_another_length_than_fasta_cuts_is_not_placed():
     assert len(docs) == 1 and docs[0]["query_range"] == {"start": 20001, "end": 21000}
     assert any("set aside" in w and "the subrange's block has 1000 residues, not the 1010 FASTA cuts" in w
                for w in warnings), warnings
+
+
+def test_blocks_without_alignments_are_placed_by_the_rule_alone():
+    """glsearch36 finds nothing in either block: no offset is printed, the blocks are placed from
+    the subrange and FASTA's read of 39,990 residues, and the warning says nothing was shifted."""
+    path = SAMPLES / "glsearch36_long_subrange_nohit.m10"
+    out = subprocess.run([str(BIN), "parse", "--no-sequences", str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    docs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [d["query_segment"] for d in docs] == [{"index": 1, "count": 2, "offset": 1001, "length": 2000},
+                                                  {"index": 2, "count": 2, "offset": 39991, "length": 28710}]
+    assert {d["query_length"] for d in docs} == {68700} and [d["hits"] for d in docs] == [[], []]
+    line = file_sides(path.name)[1][0]
+    assert (f"{path}:{line}: 1 query block(s) at line(s) {line} placed at residues 39991-68700: FASTA went on past "
+            f"the subrange 1001-3000") in out.stderr
+    assert out.stderr.rstrip().endswith("(a FASTA 36 defect): they hold no alignment to shift")

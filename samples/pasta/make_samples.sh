@@ -250,6 +250,7 @@ run fasta36_long_subrange_3.m10    fasta36 -m 10 -T 1 -z 3 -3 inputs/clone_long.
 run fasty36_long_subrange.m10      fasty36 -m 10 -T 1 -z 3 inputs/clone_long.fna:2001-3000 inputs/clone_translated.fa
 run lalign36_long_subrange.m10     lalign36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
 run ssearch36_long_subrange_protein.m10 ssearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
+run glsearch36_long_subrange_nohit.m10 glsearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
 # segments numbered from an @C: header (FASTA drops it after the first segment: renumbered), from -o
 run fasta36_long_at_c.m10          fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna inputs/gst.nlib
 run fasta36_long_o.m10             fasta36 -m 10 -T 1 -z 3 -o "101 1" inputs/clone_long.fna inputs/gst.nlib

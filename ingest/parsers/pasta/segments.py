@@ -301,8 +301,9 @@ def _past_subrange(r, blocks: list[Block], subrange, dicts: bool, warn) -> Itera
         how = ""
         if shift:
             dropped = f" and without the header's @C:{c}" if c != 1 else ""
-            how = (f", numbering it from the subrange's length{dropped} (a FASTA 36 defect): their alignments "
-                   f"shifted by {shift:,} (query_segment.printed_offset keeps FASTA's number)")
+            moved = (f"their alignments shifted by {shift:,} (query_segment.printed_offset keeps FASTA's number)"
+                     if any(b.offset is not None for b in blocks[1:]) else "they hold no alignment to shift")
+            how = f", numbering it from the subrange's length{dropped} (a FASTA 36 defect): {moved}"
         warn(f"{r.source}:{blocks[1].line}: {len(blocks) - 1} query block(s) at line(s) {lines} placed at residues "
              f"{origin + (c - 1) + READ + 1}-{end}: FASTA went on past the subrange {asked} the command asks for "
              f"into the rest of a long query{how}")
