@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 #: What a search's fingerprint leaves out: where its block sat in its file, the command line (it names
 #: the input files as they were given), and what only the output's options print (the aligned
-#: sequences, consensus and encoded alignments): the same search printed by another run or copied into
-#: another file has the same fingerprint.
-_NOT_CONTENT = frozenset(("query_index", "run_index", "run_query_number", "command", "hits", "library"))
+#: sequences, consensus and encoded alignments, the -H histogram): the same search printed by another
+#: run or copied into another file has the same fingerprint.
+_NOT_CONTENT = frozenset(("query_index", "run_index", "run_query_number", "command", "hits", "library", "histogram"))
 _NOT_HSP_CONTENT = frozenset(("query_seq", "hit_seq", "consensus", "extra"))
 
 

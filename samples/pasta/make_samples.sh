@@ -279,3 +279,50 @@ echo "ssearch36_mu.m10.gz: ssearch36 -m 10 -T 1 -z 3 -E 1 inputs/prot_queries.fa
     glsearch36 -m 10 -T 1 -z 3 inputs/gtt1_drome.aa inputs/mu.lib
 } > concatenated_runs.m10
 echo "concatenated_runs.m10: ssearch36 ... ; fasta36 ... ; glsearch36 ... (see README)"
+
+# ---- issue 43: -H histograms, FASTA's gi-stripped names, titles cut inside " - N aa"
+# FASTA draws the -H histogram only when more than 20 library scores sample its statistics: the
+# titin protein and the clone, cut into pieces by -N, give it a few hundred.  FASTA's own n2*.aa
+# examples are titled "gi|345664 gi|345664|pir||A45388 ...": stripping "gi|N|" for the alignments,
+# FASTA reads up to the "|" past the space ("345664|pir||"), for the query and for the library
+# (n2_fs.lib); fastf36 and tfastf36 crash on them (exit 139) and are left out.
+if [[ "${1:-}" == "--refresh-inputs" ]]; then
+    for f in n2.aa n2s.aa n2t.aa n2_fs.lib; do cp "$EXAMPLES/$f" "inputs/$f"; done
+fi
+cat inputs/n2.aa inputs/h10_human.aa inputs/gtt1_drome.aa > inputs/n2_then_others.aa
+# one-word titles of 700, 509 and 505 letters, and titles of words whose end FASTA's cut at 511 bytes
+# leaves inside the " - 133 aa" it appends (after "... words", and after "... words - 1", which is
+# the title's own), all on the same 133-residue sequence
+python3 - <<'PY'
+seq = "".join(open("inputs/mgstm1.aa").read().split("\n", 1)[1].split())[:133]
+words = "cut title words " * 40
+titles = ["A" * 700, "B" * 509, "C" * 505, ("D_ID " + words)[:507].rstrip() + "x",
+          ("E_ID " + words)[:503].rstrip() + "x - 1"]
+with open("inputs/cut_suffix_titles.aa", "w") as f:
+    for t in titles:
+        f.write(f">{t}\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
+PY
+run histogram_ssearch36_prot.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
+run histogram_fasta36_prot.m10   fasta36 -m 10 -H -T 1 -z 3 -N 200 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
+run histogram_ssearch36_dna.m10  ssearch36 -m 10 -H -T 1 -z 3 -N 500 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
+run histogram_fasta36_dna.m10    fasta36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
+# 2,155 pieces of 200 nt: bins of over 120 sequences, so FASTA adds an inset (rows with a second bar
+# after a ":" from the row "inset = represents N library sequences" down)
+run histogram_ssearch36_inset.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 200 -b 1 -d 1 inputs/mgstm1.nt inputs/clone_long.fna
+run ssearch36_title_suffix_cut.m10 ssearch36 -m 10 -T 1 -z 3 -b 1 -d 1 inputs/cut_suffix_titles.aa inputs/prot_test.lib
+{
+    ssearch36 -m 10 -T 1 -z 3 -b 4 -d 2 inputs/n2_then_others.aa inputs/n2_fs.lib
+    fasta36 -m 10 -T 1 -z 3 -d 2 inputs/n2t.aa inputs/n2_fs.lib
+    ggsearch36 -m 10 -T 1 -z -1 -d 1 inputs/n2.aa inputs/n2_fs.lib
+    glsearch36 -m 10 -T 1 -z -1 -d 1 inputs/n2.aa inputs/n2_fs.lib
+    lalign36 -m 10 -z 3 -K 2 inputs/n2.aa inputs/n2s.aa
+    fasts36 -m 10 -T 1 -z 3 -d 2 inputs/n2s.aa inputs/n2_fs.lib
+    fastm36 -m 10 -T 1 -z 3 -d 2 inputs/n2t.aa inputs/n2_fs.lib
+    tfastx36 -m 10 -T 1 -z 3 -E 1000 -d 1 inputs/n2.aa inputs/gst.nlib
+    tfasty36 -m 10 -T 1 -z 3 -E 1000 -d 1 inputs/n2.aa inputs/gst.nlib
+    tfasts36 -m 10 -T 1 -z 3 -E 5 -d 2 inputs/n2s.aa inputs/gst.nlib
+    tfastm36 -m 10 -T 1 -z 3 -E 5 -d 2 inputs/n2t.aa inputs/gst.nlib
+    fastx36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
+    fasty36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
+} > gi_stripped_runs.m10
+echo "gi_stripped_runs.m10: ssearch36, fasta36, ggsearch36, glsearch36, lalign36, fasts36, fastm36, tfastx36, tfasty36, tfasts36, tfastm36, fastx36, fasty36 on FASTA's n2*.aa, n2_fs.lib (see README)"

@@ -53,8 +53,9 @@ without building the objects first: its fast path builds the dicts of the hits i
 
 Modules of this package, one per reason to change: ``reader`` (the buffered reader:
 lines, table rows, hit blocks, their limits), ``query`` (runs and query blocks: the
-query's header and parameters, and the loop that hands each hit block to the fast path
-or the checking path), ``segments`` (a long query searched in segments: its blocks
+loop that hands each hit block to the fast path or the checking path), ``header`` (a query
+block's header: its query line, library, statistics, ``-H`` histogram, summary line and
+parameters), ``segments`` (a long query searched in segments: its blocks
 held, numbered and checked), ``table`` (the best-scores table), ``checking`` (the checking
 path), ``fastpath`` (the fast path), ``spool`` (the hits of one block as they are
 parsed: held, or in a temporary file past a bound, as a long table's rows) and ``common``
@@ -99,8 +100,11 @@ Query (``Query.to_dict()``; fields that are None are omitted)
 =================== =================================================================
 field               source
 =================== =================================================================
-query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN aa vs``)
-query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty)
+query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN aa vs``; the
+                    alignments may show it cut, without ``gi|N|``, or for a title
+                    ``gi|N gi|N|db||acc ...`` as ``N|db||acc``, FASTA's gi-stripping past the space)
+query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty; of a title
+                    FASTA cut at 511 bytes, without the piece of `` - LEN aa`` it kept)
 query_length        LEN of the ``  N>>>`` line (of the summary line when FASTA cut the title at
                     511 bytes); for a query searched in segments the sum of its segments'
                     lengths (the whole query)
@@ -132,6 +136,10 @@ library_range       ``-M``: the ``(range: 200-250)`` of the ``Library:`` line, a
                     printed (``"200-250"``, ``">220"``)
 library_sequences   ``R residues in S sequences`` -> S
 library_residues    ``R residues in S sequences`` -> R
+histogram           ``-H``: the rows of the histogram FASTA draws above ``Statistics:`` (when more
+                    than 20 library scores sample them): ``{score, observed, expected}`` each, as
+                    printed (``expected`` absent where FASTA prints none); the first row
+                    (``< 20``) and the last (``>120``) also ``tail``: ``"<"``/``">"``
 params              every ``; pg_*``/``; mp_*`` line: key as printed (``pg_open-ext``),
                     value int/float if it is a plain number, else the string.  The
                     ``pg_name_alg`` that FASTA prints on the ``pg_argv`` line is split

@@ -115,7 +115,7 @@ class _HitContext:
         self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
         self.before = 0  # hits of the query moved out of the list (a spilled block: spool.py)
         # the name FASTA's alignments show for a "gi|" title whose stripping ran past the first space
-        # (query._gi_stripped), or None
+        # (header._gi_stripped), or None
         self.query_alt_b: bytes | None = None
         # the Hsp fields no alignment of this query sets, whatever the layout
         self.absent = (

@@ -13,38 +13,20 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 from ingest.errors import ParseError
 from ingest.model import Query
 from ingest.parsers.pasta.checking import _parse_hit
-from ingest.parsers.pasta.common import _HitContext, _decode, _typed
+from ingest.parsers.pasta.common import _HitContext, _decode
 from ingest.parsers.pasta.fastpath import _fast_hits
+from ingest.parsers.pasta.header import (
+    _UNTERMINATED, _cut_description, _ends_unterminated, _gi_stripped, _new_query, _QLine, _query_line, _read_header,
+    _read_params,
+)
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
-from ingest.parsers.pasta.segments import TITLE_MAX, Block, Segments, continuation_description
+from ingest.parsers.pasta.segments import Block, Segments, continuation_description
 from ingest.parsers.pasta.spool import ROWS_PER_HIT, BlockHits
 from ingest.parsers.pasta.table import Table, _table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
 SQ_OFFSET_REACH = 1 << 16  # bytes from a query's first hit line to its first "; sq_offset:" (a few hundred, as printed)
-# "; pg_*"/"; mp_*" lines read before -> their (key, typed value) pairs: most repeat from one
-# query to the next of a run (program, matrix, gap penalties, algorithm): 0.01-0.03 s of a
-# 0.6 s parse of 900 DNA queries (benchmarks/make_large_pasta.sh), measured
-_PARAM_LINES: dict[bytes, tuple] = {}
 
-_QSTART = re.compile(rb"^\s*(\d+)>>>(.*?)\s*-\s+(\d+) (aa|nt)(?:\s+\(([^()]*)\))?"
-                     rb"(?:\s+in\s+(?P<fragments>\d+)\s+fragments)?\s*$")  # fastf/fasts/fastm: peptide sets
-# any query line: one whose title FASTA cut at TITLE_MAX bytes may have lost its " - LEN aa"
-_QANY = re.compile(rb"^\s*(\d+)>>>(.*?)( \((?:reverse complement|forward-only)\))?$")
-_STATS_N0 = re.compile(rb"\bn0: *(\d+)")
-_QSUMMARY = re.compile(rb"^>>>(.*), (\d+) (aa|nt) vs (.*?) library\s*$")
-_RESIDUES = re.compile(rb"(\d+) residues in\s+(\d+) sequences")
-_LIB_RANGE = re.compile(rb"\s*\(range: ([^()]*)\)$")  # "Library: lib.fa (range: 200-250)" (-M)
-_LIB_SUBRANGE = re.compile(rb":(?:(\d+)-(\d*)|-(\d+))$")  # "Library: lib.fa:101-500"
-_KV = re.compile(rb"^; ([^:\n]*): ?(.*?)\r?$", re.M)
-# -H: the histogram's head ("opt E()"; "opt" alone without statistics) and rows (compacc2e.c, prhist:
-# "%c%3d %5d %5d:" then its bars, the first row's "%c" "<", the last's ">", the others' a space)
-_HIST_HEAD = re.compile(rb"\s+opt(?:\s+E\(\))?\s*")
-_HIST_ROW = re.compile(rb"([<> ])\s*(-?\d+) +(\d+)(?: +(\d+))? *:")
-# "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
-# in a run whose command line has such a -m option, the next query line or ">>>///" ends
-# a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
-_UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
 
 # program base name -> (query type, library type); None: "same as the query line says"
 _TRANSLATED = {
@@ -56,36 +38,6 @@ _TRANSLATED = {
     "tfastf": ("protein", "dna"),
     "tfastm": ("protein", "dna"),
 }
-
-
-class _QLine:
-    """A query line ``  N>>>TITLE[ (note)]``: TITLE as printed (``DESCRIPTION - LEN aa``, cut by
-    FASTA at TITLE_MAX bytes), the length and unit it states (None when the title is full: a
-    cut one may have lost them, and the block's summary line gives them)."""
-
-    __slots__ = ("number", "title", "text", "length", "unit", "note", "fragments")
-
-    def __init__(self, number, title, text, length, unit, note, fragments):
-        self.number, self.title, self.text, self.length = number, title, text, length
-        self.unit, self.note, self.fragments = unit, note, fragments
-
-
-def _query_line(line: bytes) -> _QLine | None:
-    """The query line ``line`` is, or None."""
-    m = _QSTART.match(line)
-    if m is not None:
-        end = m.end("fragments") if m.group("fragments") is not None else m.end(4)
-        title = line[m.start(2):end]
-        if len(title) < TITLE_MAX:
-            return _QLine(m.group(1), title, m.group(2), int(m.group(3)), m.group(4), m.group(5),
-                          m.group("fragments"))
-    elif len(line) < TITLE_MAX or b">>>" not in line[:24]:
-        return None
-    c = _QANY.match(line)
-    if c is None or len(c.group(2)) != TITLE_MAX:
-        return None
-    note = c.group(3).strip()[1:-1] if c.group(3) else None
-    return _QLine(c.group(1), c.group(2), c.group(2), None, None, note, None)
 
 
 class _Run:
@@ -257,6 +209,8 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
                       "length and unit of its own (no summary line): a layout this parser does not know", line)
     if not ended:
         _read_params(r, q, run, warn)
+    if ql.length is None and q.query_description is not None:  # a cut title: what of FASTA's " - N aa" it kept
+        q.query_description = _cut_description(ql.text, q.query_length, unit, _base(q.program))
     q.query_type, q.library_type = qtype, ltype = _types(q.program, unit)
     # with dicts, the hits are built as dicts when the table will not change them (it
     # adds E2() and the -m 9 columns to aligned hits; tables without those only add
@@ -283,17 +237,6 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
         return d, q.query_length, unit, offset
     q.hits = hits  # ranks: aligned hits get theirs when parsed
     return (q.to_dict() if dicts else q), q.query_length, unit, offset
-
-
-def _gi_stripped(title: bytes) -> bytes | None:
-    """The name FASTA shows on the query side of an alignment for a title starting with ``gi|``, where
-    it is not a piece of the query's id: FASTA drops the title up to the ``|`` after ``gi|N``, if
-    another ``|`` follows, and takes the first word of the rest (mshowalign2.c); that ``|`` may lie
-    past the first space (``gi|345664 gi|345664|pir||A45388 ...``: ``345664|pir||A45388``)."""
-    bar = title.find(b"|", 4)
-    if bar < 0 or title.find(b"|", bar + 1) < 0 or title.find(b" ", 0, bar) < 0:
-        return None
-    return title[bar + 1 :].split(b" ", 1)[0] or None
 
 
 def _first_sq_offset(r: _Reader) -> int | None:
@@ -324,174 +267,6 @@ def _numbering_offset(printed: int | None, first, length: int, dicts: bool) -> i
         return None
     strand = hsps[0].get("query_strand") if dicts else hsps[0].query_strand
     return printed - 1 - (length if strand == "-" else 0)
-
-
-def _new_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
-    """The Query of the query line ``ql`` (the line just read), with what the run's header
-    says, and whether the query has no name."""
-    qline = r.line_no
-    text = _decode(ql.text, "query description", r.source, qline, warn)
-    # a FASTA header with a space after ">" has no name for FASTA: its summary line
-    # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
-    # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
-    nameless = not text or text[0].isspace()
-    parts = text.split(None, 1) or [""]
-    q = Query(
-        query_id=parts[0],
-        query_index=query_index,
-        query_description=(parts[1].strip() or None) if len(parts) > 1 else None,
-        query_length=ql.length,
-        program=run.program,
-        version=run.version,
-        command=run.command,
-        run_index=run.index,
-        run_query_number=int(ql.number),
-    )
-    if ql.fragments is not None:
-        q.query_fragments = int(ql.fragments)
-    note = ql.note
-    if note is not None:
-        q.searched_strand = {b"forward-only": "+", b"reverse complement": "-"}.get(note.strip())
-        if q.searched_strand is None:
-            raise r.error(f"unknown query annotation ({note.decode('latin-1')})", qline)
-    return q, nameless
-
-
-def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLine) -> tuple[tuple | None, bool]:
-    """The header of query ``q``: library, statistics, best-scores table, up to its
-    summary line (``>>>ID, LEN aa vs LIB library``).  Returns the table (columns, -m 9
-    columns or None, rows, line of the first row, any ``+-`` row) or None, and True
-    if the query ended there, without alignments (``>>><<<``; in a run without it the
-    next query's line or the end of the run, left unread)."""
-    source = r.source
-    table: tuple | None = None
-    while True:
-        line = r.readline()
-        if line is None:
-            raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
-        if line.startswith(b">>><<<"):
-            return table, True
-        if _ends_unterminated(run, line):
-            r.unread()  # the next query's line, or the end of the run
-            return table, True
-        if line.startswith(b">>>///"):
-            raise r.error(f"'>>>///' before the end of query {q.query_id!r} ('>>><<<' missing)", r.line_no)
-        if line.startswith(b">>>"):
-            sm = _QSUMMARY.match(line)
-            if sm is None:
-                raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
-            sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
-            if sid != q.query_id and sid != q.query_id + "-" and not (nameless and sid in ("", "-")):
-                # "ID-": -i (reverse complement); "": a query without a name (see _new_query)
-                raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
-            if q.library is None:
-                q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
-            said = int(sm.group(2))
-            if ql.length is None:  # a cut title: this line gives the length
-                q.query_length, ql.unit = said, sm.group(3)
-                return table, False
-            # fastf/fasts/fastm count the commas between a query's peptides on this line
-            expected = q.query_length + (q.query_fragments - 1 if q.query_fragments else 0)
-            if said != expected and warn is not None:  # the query line's length is the one kept
-                warn(f"{source}:{r.line_no}: the query summary says {said} {sm.group(3).decode()} but the "
-                     f"query line says {q.query_length}; the query line's length is kept")
-            return table, False
-        if _query_line(line) is not None:
-            raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
-        if line.startswith(b">") or line.startswith(b";"):
-            raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
-        if line.startswith(b"The best scores are:"):
-            # "-m 10 -m 9c" (9, 9C, 9B): more columns after a tab
-            head, tab, head9 = line[20:].decode("latin-1").partition("\t")
-            cols = head.split()
-            if not cols:
-                raise r.error("best-scores table without column names", r.line_no)
-            table = (cols, head9.split() if tab else None, *r.read_rows())
-        elif line.startswith(b"Library:"):
-            lib = line[8:].strip()
-            rm = _RESIDUES.search(lib)
-            if rm:
-                lib = lib[: rm.start()].strip()
-                q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
-            rg = _LIB_RANGE.search(lib)
-            if rg:
-                q.library_range = rg.group(1).decode("latin-1").strip() or None
-                lib = lib[: rg.start()]
-            q.library = _decode(lib, "library name", source, r.line_no, warn) or None
-            sub = _LIB_SUBRANGE.search(lib)
-            if sub is not None:  # FASTA cuts every library sequence to it (comp_lib9.c, opt_text)
-                start, end = (int(sub.group(1)), sub.group(2)) if sub.group(1) else (1, sub.group(3))
-                q.library_subrange = {"start": start, "end": int(end)} if end else {"start": start}
-        elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
-            q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
-        elif line.startswith(b"Statistics:"):
-            q.statistics = _decode(line[11:].strip(), "statistics", source, r.line_no, warn) or None
-            if ql.length is None and (n0 := _STATS_N0.search(line)) is not None:
-                q.query_length = int(n0.group(1))  # a cut title without hits: the statistics' query length
-        elif line.startswith(b"Algorithm:"):
-            q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
-        elif line[:1] == b" " and _HIST_HEAD.fullmatch(line) is not None:
-            q.histogram = _read_histogram(r)
-
-
-def _read_histogram(r: _Reader) -> list[dict]:
-    """The rows of a ``-H`` histogram (its head line just read), up to its last row (``>N``):
-    ``{score, observed, expected}`` as printed (``expected`` absent where FASTA prints none), the
-    first and last rows with ``tail`` ``"<"``/``">"``; any other line before the last row is damage."""
-    bins: list[dict] = []
-    while True:
-        line = r.readline()
-        m = None if line is None else _HIST_ROW.match(line)
-        if m is None or (m.group(1) == b"<") != (not bins):
-            raise r.error(f"malformed histogram row: {(line or b'')[:60]!r}", r.line_no)
-        row = {"score": int(m.group(2)), "observed": int(m.group(3))}
-        if m.group(4) is not None:
-            row["expected"] = int(m.group(4))
-        if m.group(1) != b" ":
-            row["tail"] = m.group(1).decode()
-        bins.append(row)
-        if m.group(1) == b">":
-            return bins
-
-
-def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
-    """The ``; pg_*``/``; mp_*`` lines after the summary line: ``q.params``, and the
-    program and version they name (and, from ``pg_argv``, whether the run ends its
-    queries without ``>>><<<``)."""
-    params: dict | None = None
-    cache = _PARAM_LINES
-    while r.peek(1) == b";":
-        line = r.readline()
-        pairs = cache.get(line)
-        if pairs is None:
-            km = _KV.match(line)
-            if km is None:
-                raise r.error(f"malformed '; key: value' line: {line[:60]!r}", r.line_no)
-            key = km.group(1).decode("latin-1")
-            raw = km.group(2)
-            value = _decode(raw, key, r.source, r.line_no, warn)
-            if key == "pg_argv" and "; pg_name_alg: " in value:
-                value, alg = value.split("; pg_name_alg: ", 1)
-                pairs = (("pg_name_alg", _typed(alg)), (key, _typed(value)))
-            else:
-                pairs = ((key, _typed(value)),)
-            if raw.isascii():  # a line that warned is not cached: each time it warns again
-                if len(cache) >= 512:
-                    cache.clear()
-                cache[line] = pairs
-        if params is None:
-            params = {}
-        for key, value in pairs:
-            params[key] = value
-    q.params = params
-    if params:
-        if isinstance(params.get("pg_name"), str):
-            q.program = params["pg_name"]
-        if "pg_ver" in params:
-            q.version = str(params["pg_ver"])
-        argv = params.get("pg_argv")
-        if not run.unterminated and isinstance(argv, str) and _UNTERMINATED.search(argv):
-            run.unterminated = True  # the same signal when the "# command" line is missing
 
 
 def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHits, fast: bool, warn) -> None:
@@ -550,12 +325,6 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHi
             r.unread()  # the next query's line, or the end of the run
             return
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)
-
-
-def _ends_unterminated(run: _Run, line: bytes) -> bool:
-    """True if ``line`` ends a query of a run without ``>>><<<`` (-m F10, -m 9i): it is
-    the next query's line or the end of the run."""
-    return run.unterminated and (line.startswith(b">>>///") or _query_line(line) is not None)
 
 
 def _base(program: str | None) -> str:
