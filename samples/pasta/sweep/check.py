@@ -157,7 +157,8 @@ JN = load(jl_ns) if os.path.exists(jl_ns) and os.path.getsize(jl_ns) else []
 
 # ---- segments (a long query: each block's title is the one before plus " - N unit", cut at 511
 # bytes) and the blocks FASTA prints past a long query's subrange ("file:A-B" on the command line,
-# applied to the first query only), which sci-ingest sets aside
+# applied to the first query only), which sci-ingest places (issue 43), or sets aside (fewer JSON
+# lines than blocks) when they contradict FASTA's numbering rule
 def _continues(prev, cur):
     t, p = cur["title"], prev["title"]
     if len(t) < 511:
@@ -173,7 +174,7 @@ if len(_args) >= 4 and _args[-1].isdigit():
 subrange = len(_args) >= 3 and re.search(r":(\d+-\d*|-\d+)$", _args[-2]) is not None
 all_blocks = list(blocks)
 set_aside = []
-if subrange and blocks:
+if subrange and blocks and len(J) < len(blocks):
     k = 1
     while k < len(blocks) and _continues(blocks[k - 1], blocks[k]):
         k += 1
