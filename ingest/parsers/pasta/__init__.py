@@ -106,8 +106,9 @@ query_id            first word of the ``  N>>>`` line (same as in ``>>>ID, LEN a
 query_description   rest of the ``  N>>>`` line before `` - LEN aa|nt`` (absent if empty; of a title
                     FASTA cut at 511 bytes, without the piece of `` - LEN aa`` it kept)
 query_length        LEN of the ``  N>>>`` line (of the summary line when FASTA cut the title at
-                    511 bytes); for a query searched in segments the sum of its segments'
-                    lengths (the whole query)
+                    511 bytes); for a query searched in segments the whole query's (the sum of
+                    its segments' lengths; after a subrange of a long query, 39,990 plus the
+                    lengths of the blocks FASTA searched past it)
 query_fragments     ``in K fragments`` of the ``  N>>>`` line (fasts/fastm/fastf, tfast*)
 query_segment       a long query's segment: ``{index, count, offset, length}`` (segments.py;
                     ``printed_offset`` where FASTA's numbering was corrected)
