@@ -479,6 +479,8 @@ res["histogram_rows"] = hist_rows
 # --------- Biopython ----------
 bio = "n/a"
 try:
+    if not all_blocks:  # Biopython 1.88 loops on a file without a query block (FASTA failed)
+        raise StopIteration("no query block")
     from Bio import SearchIO
     import warnings, signal
     def _alarm(*a):
@@ -552,6 +554,8 @@ try:
                     pass
     res["bio_diffs"] = bdiff[:25]
     res["bio_ndiffs"] = len(bdiff)
+except StopIteration as e:
+    bio = f"n/a ({e})"
 except Exception as e:
     bio = f"error: {type(e).__name__}: {str(e)[:120]}"
 res["bio"] = bio

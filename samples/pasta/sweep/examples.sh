@@ -9,13 +9,17 @@
 #   bash samples/pasta/sweep/sweep.sh examples [OUT_DIR]     (or: bash .../examples.sh [OUT_DIR])
 #
 # OUT_DIR defaults to ${TMPDIR:-/tmp}/sci-ingest-sweep-examples (never the repository);
-# JOBS=2 runs two at a time (default); FASTA_EXAMPLES=DIR to read the examples elsewhere.
+# JOBS=2 runs two at a time (default); FASTA_EXAMPLES=DIR to read the examples elsewhere;
+# SWEEP_ONLY=REGEX runs only the runs whose name (PROG__FILE[__H]) matches; SWEEP_REUSE=1 parses
+# and checks the outputs of an earlier run in OUT_DIR again (a new parser) without running FASTA.
 HERE="$(cd "$(dirname "$0")" && pwd)"
 export SWEEP="$(mkdir -p "${1:-${TMPDIR:-/tmp}/sci-ingest-sweep-examples}" && cd "${1:-${TMPDIR:-/tmp}/sci-ingest-sweep-examples}" && pwd)"
 EX="${FASTA_EXAMPLES:-/usr/share/doc/fasta3/examples/seq}"
 . "$HERE/lib.sh"
 cd "$SWEEP" && mkdir -p out inputs || exit 1
-"$PY" "$HERE/example_libs.py" "$EX" inputs || exit 1
+if [ -z "${SWEEP_REUSE:-}" ] || [ ! -f inputs/queries.tsv ]; then
+    "$PY" "$HERE/example_libs.py" "$EX" inputs || exit 1
+fi
 
 # program -> the library it searches for a protein (P) or DNA (N) query; fastf36 reads any
 # query as protein, tfast* take a protein query only
@@ -44,6 +48,9 @@ for f in $(awk -F'\t' '$2 == "prot" && $3 == "mixture" {print "inputs/q/" $1}' i
     done
 done
 
+if [ -n "${SWEEP_ONLY:-}" ]; then
+    grep -E "^[^\t]*($SWEEP_ONLY)[^\t]*\t" commands.tsv > commands.only; mv commands.only commands.tsv
+fi
 export HERE
 tr '\n' '\0' < commands.tsv | xargs -0 -P "${JOBS:-2}" -n 1 bash -c \
     '. "$HERE/lib.sh"; run "${1%%$'"'"'\t'"'"'*}" "${1#*$'"'"'\t'"'"'}" > /dev/null' _

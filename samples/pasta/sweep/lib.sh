@@ -1,4 +1,5 @@
-# helper: run NAME 'COMMAND' [M10FILE]   (COMMAND's stdout -> out/NAME.m10 unless M10FILE given)
+# helper: run NAME 'COMMAND' [M10FILE]   (COMMAND's stdout -> out/NAME.m10 unless M10FILE given;
+# SWEEP_REUSE=1: a run whose FASTA output is there is only parsed and checked again)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 SWEEP="${SWEEP:-${SWEEP_DIR:-${TMPDIR:-/tmp}/sci-ingest-sweep}}"
 PARSE="$ROOT/.venv/bin/sci-ingest"
@@ -6,12 +7,15 @@ PY="$ROOT/.venv/bin/python"
 run() {
     local name=$1 cmd=$2 m10=${3:-}
     cd "$SWEEP" || return
-    if [ -n "$m10" ]; then
+    if [ -n "${SWEEP_REUSE:-}" ] && [ -f "out/$name.frc" ]; then  # parse and check FASTA's output again
+        frc=$(cat "out/$name.frc"); m10=${m10:-out/$name.m10}
+    elif [ -n "$m10" ]; then
         eval "$cmd" > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
     else
         m10="out/$name.m10"
         eval "$cmd" > "$m10" 2> "out/$name.fasta.err"; frc=$?
     fi
+    echo "$frc" > "out/$name.frc"
     [ -f "$m10" ] || : > "$m10"
     timeout 600 "$PARSE" parse "$m10" > "out/$name.jsonl" 2> "out/$name.parse.err"; prc=$?
     timeout 600 "$PARSE" parse --no-sequences "$m10" > "out/$name.ns.jsonl" 2> "out/$name.ns.err"; nrc=$?

@@ -39,9 +39,11 @@ def main(argv: list[str]) -> int:
         for key in ("seq_checks", "histogram_rows", "set_aside"):
             totals[key] += check.get(key) or 0
         if r["frc"] != 0:
-            fasta_failed[f"exit {r['frc']}: {reason(r['fasta_err']) if r['fasta_err'].strip() else '(no message)'}"] += 1
+            said = [x for x in r["fasta_err"].strip().splitlines() if "lib.sh: line" not in x] or ["(no message)"]
+            signal = {134: " (SIGABRT)", 139: " (SIGSEGV)"}.get(r["frc"], "")
+            fasta_failed[f"{r['cmd'].split()[0]} exit {r['frc']}{signal}: {re.sub(r'[0-9]+', 'N', said[-1])[:80]}"] += 1
         if str(check.get("bio", "")).startswith("error"):
-            bio_errors[re.sub(r"'[^']*'", "'…'", check["bio"])[:90]] += 1
+            bio_errors[re.sub(r"'[^']*'", "'…'", check["bio"].splitlines()[0])[:90]] += 1
         if r["prc"] != 0:
             counts["refused"] += 1
             refusals[reason(r["parse_err"])] += 1
