@@ -27,13 +27,14 @@ REPO = Path(__file__).resolve().parent.parent
 TAB = REPO / "samples" / "pasta_tab"
 M10 = REPO / "samples" / "pasta"
 BIN = Path(sys.executable).parent / "sci-ingest"
-EVERY = sorted(p for p in TAB.iterdir() if p.name != "make_samples.sh" and p.suffix != ".md")
+EVERY = sorted(p for p in TAB.iterdir() if p.suffix in (".m8", ".m8c", ".m8cb", ".m9", ".m10"))
 SAMPLES = [p for p in EVERY if p.suffix != ".m9"]  # -m 8 family (format pasta-m8)
 M9 = [p for p in EVERY if p.suffix == ".m9"]  # -m 9 family without -m 10 (format pasta-m9)
 # tabular sample -> the -m 10 sample of the same search
 TWINS = {"ssearch36_prot_multi.m8c": "ssearch36_prot_multi.m10", "ssearch36_dna_ref.m8cb": "ssearch36_dna_ref.m10",
          "fastx36.m8c": "fastx36.m10", "tfastx36_cigar.m8c": "tfastx36.m10",
-         "ssearch36_dna_pieces.m8c": "ssearch36_dna_pieces.m10"}
+         "ssearch36_dna_pieces.m8c": "ssearch36_dna_pieces.m10", "ssearch36_nameless.m8c": "ssearch36_nameless.m10",
+         "ssearch36_nostats.m8c": "ssearch36_nostats.m10", "fasts36_peptides.m8cb": "fasts36_peptides.m10"}
 TWINS9 = {"ssearch36_9c.m9": "ssearch36_m9c.m10", "ssearch36_dna_9B.m9": "ssearch36_dna_m9B.m10",
           "ssearch36_9i.m9": "ssearch36_m9i.m10"}
 
@@ -46,10 +47,12 @@ def _parsed(path: Path, **kw) -> list[dict]:
 def _own_lines(path: Path):
     """(queries, rows) as the file prints them: each ``# Query:`` line with its ``# N hits found``
     (None without comments), and every row's fields, read here without the parser."""
-    queries, rows = [], []
+    queries, rows, command = [], [], ""
     for line in path.read_text().splitlines():
-        if line.startswith("# Query: "):
-            queries.append({"title": line[len("# Query: "):], "found": None})
+        if line.startswith("# ") and " -m " in line:
+            command = line
+        elif line.startswith("# Query: "):
+            queries.append({"title": line[len("# Query: "):], "found": None, "command": command})
         elif line.startswith("# ") and line.endswith(" hits found"):
             queries[-1]["found"] = int(line.split()[1])
         elif line.count("\t") >= 11:
@@ -65,9 +68,13 @@ def test_every_value_is_the_files_own(path):
     if queries:  # with comment lines: one query each, its hits counted as FASTA counted them
         assert len(got) == len(queries)
         for q, own in zip(got, queries):
-            assert own["title"].startswith(q["query_id"] + " ")
-            assert own["title"].endswith(f" - {q['query_length']} aa") or own["title"].endswith(
-                f" - {q['query_length']} nt")
+            assert own["title"].startswith(q["query_id"] + " ") or own["title"].startswith(" " + q["query_id"] + " ")
+            if own["command"].startswith("# fasts36"):  # 6 peptides, 39 residues (the L column: 44, the commas)
+                assert (q["query_length"], q["query_fragments"]) == (39, 6)
+                assert own["title"].endswith(" - 39 aa in 6 fragments") and {r[1] for r in rows} == {"44"}
+            else:
+                assert own["title"].endswith(f" - {q['query_length']} aa") or own["title"].endswith(
+                    f" - {q['query_length']} nt")
             assert len(q["hits"]) == own["found"]
             assert q["version"] == "36.3.8i Nov, 2022" and q["library"].startswith("inputs/")
     else:  # a query is its run of rows
@@ -77,15 +84,18 @@ def test_every_value_is_the_files_own(path):
     for (q, h, s), row in zip(hsps, rows):
         if len(row) >= 14:  # L: the lengths after the ids
             qid, qlen, sid, slen, *rest = row
-            assert (q["query_length"], h["hit_length"]) == (int(qlen), int(slen))
+            assert (q["query_length"] + q.get("query_fragments", 1) - 1, h["hit_length"]) == (int(qlen), int(slen))
         else:
             qid, sid, *rest = row
             assert "hit_length" not in h
         pid, alen, mism, gapo, qs, qe, ss, se, ev, bits = rest[:10]
-        assert (q["query_id"], h["hit_id"]) == (qid, sid)
+        assert (q["query_id"], h["hit_id"]) == (qid, sid) or qid == "" and h["hit_id"] == sid  # a nameless query
         assert f"{s['identity'] * 100:.2f}" == pid
         assert (s["overlap"], s["extra"]["mismatches"], s["extra"]["gap_opens"]) == (int(alen), int(mism), int(gapo))
-        assert (s["evalue"], s["bits"]) == (float(ev), float(bits))
+        if " -z -1 " in (q.get("command") or ""):  # no statistics: FASTA's columns are not E() and bits
+            assert "evalue" not in s and "bits" not in s
+        else:
+            assert (s["evalue"], s["bits"]) == (float(ev), float(bits))
         for side, a, b in (("query", int(qs), int(qe)), ("hit", int(ss), int(se))):
             assert (s[f"{side}_start"], s[f"{side}_end"]) == (min(a, b), max(a, b))
             if a > b:
@@ -107,13 +117,15 @@ def test_the_same_search_as_its_m10_sample(name):
     with open(M10 / TWINS[name], "rb") as fh:
         m10 = list(pasta.parse_dicts(fh, TWINS[name]))
     assert len(tab) == len(m10)
+    peptides = name.startswith("fasts36")
     for t, m in zip(tab, m10):
-        for key in ("query_id", "query_description", "query_length", "query_type", "library_type", "version",
-                    "library", "query_index"):
+        for key in ("query_id", "query_description", "query_length", "query_fragments", "query_type", "library_type",
+                    "version", "library", "query_index"):
             assert t.get(key) == m.get(key), key
         assert len(t["hits"]) == len(m["hits"])
         for ht, hm in zip(t["hits"], m["hits"]):
-            assert ht["hit_id"] == hm["hit_id"] or ht["hit_id"].startswith("gi|") and ht["hit_id"].endswith(hm["hit_id"])
+            assert ht["hit_id"] == hm["hit_id"] or ht["hit_id"].startswith("gi|") and ht["hit_id"].endswith(
+                hm["hit_id"]) or ht["hit_id"] == "" and name == "ssearch36_nameless.m8c"  # no name in the table
             assert ht["rank"] == hm["rank"]
             if "hit_length" in ht:
                 assert ht["hit_length"] == hm["hit_length"]
@@ -121,6 +133,9 @@ def test_the_same_search_as_its_m10_sample(name):
             for st, sm in zip(ht["hsps"], hm["hsps"]):
                 for key in ("query_start", "query_end", "hit_start", "hit_end", "query_strand", "hit_strand",
                             "evalue", "bits"):
+                    if peptides and key in ("evalue", "bits"):  # FASTA's -m 8 row and -m 10 block differ
+                        assert (st[key], sm[key]) == {"evalue": (3.2e-30, 4.6e-33), "bits": (114.7, 124.1)}[key]
+                        continue
                     assert st.get(key) == sm.get(key), (ht["hit_id"], key)
 
 
@@ -195,7 +210,7 @@ BAD = {
     "a_field_missing": ("fasta36_dna.m8", lambda ls: ls.__setitem__(1, ls[1].rsplit("\t", 1)[0] + "\n"), 2,
                         "has 11 tab-separated fields"),
     "a_row_dropped": ("ssearch36_prot_multi.m8c", lambda ls: ls.pop(7), 6,
-                      "'# 9 hits found' but its 8 rows (to line 14) are 8 library sequences"),
+                      "'# 9 hits found' but its 8 rows (to line 14) are 8 hits (8 runs of one library sequence"),
     "truncated": ("ssearch36_prot_multi.m8c", lambda ls: ls.pop(), 37, "truncated?"),
     "a_row_of_another_query": ("ssearch36_prot_multi.m8c", _field(0, "OTHER"), 7, "a row of query 'OTHER'"),
     "garbage_line": ("fasta36_dna.m8", lambda ls: ls.insert(3, "hello world\n"), 4, "not a table row"),
@@ -224,11 +239,12 @@ def test_parse_reads_a_folder_of_tabular_files(tmp_path):
     proc = _cli("parse", TAB, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
-    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 17 + 9
+    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 21 + 9
     assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(
         len(_own_lines(p)[1]) for p in SAMPLES) + sum(len(rows) for p in M9 for _, rows in _own_tables(p))
-    # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file
-    assert proc.stderr.count("warning: ") == 2 + len(M9)
+    # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file; -z -1's
+    # E() and bits left out (one file)
+    assert proc.stderr.count("warning: ") == 2 + len(M9) + 1
 
 
 def test_parse_names_a_bad_row(tmp_path):
@@ -245,8 +261,8 @@ def test_load_stores_tabular_searches(mongo_uri, db, tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["files"]["files_loaded"] == len(EVERY)
-    assert db.searches.count_documents({}) == 17 + 9
-    assert db.searches.count_documents({"source.format": "pasta-m8"}) == 17
+    assert db.searches.count_documents({}) == 21 + 9
+    assert db.searches.count_documents({"source.format": "pasta-m8"}) == 21
     assert db.searches.count_documents({"source.format": "pasta-m9"}) == 9
     rows = sum(len(_own_lines(p)[1]) for p in SAMPLES)
     assert sum(len(h["hsps"]) for h in db.hits.find({"source.path": {"$in": list(map(str, SAMPLES))}})) == rows
@@ -340,3 +356,14 @@ def test_m9_alone_with_its_alignments_damaged_still_refuses_a_bad_table(tmp_path
     with pytest.raises(ParseError) as info:
         _parsed9(path)
     assert info.value.line == at + 1 and "best-scores table row: expected 15 -m 9 columns" in info.value.reason
+
+
+def test_lalign36_m9_alone_is_refused():
+    """lalign36 prints no best-scores table: its -m 9c output holds its alignments only in the -m 0
+    display, which is not read; refused at the first alignment (not 0 hits)."""
+    path = REPO / "tests" / "data" / "pasta_tab" / "lalign36_9c.m9"
+    assert parsers.detect(path).name == "pasta-m9"
+    with pytest.raises(ParseError) as info:
+        _parsed9(path)
+    assert info.value.line == 28 and "without a best-scores table" in info.value.reason
+    assert path.read_text().splitlines()[27].startswith(">>")

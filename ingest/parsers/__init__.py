@@ -136,7 +136,7 @@ def _sniff_pasta(name: str, head: bytes) -> bool:
 _TABULAR_VERSION = re.compile(rb"# [A-Z][A-Z0-9_]* \d+\.\d")
 # a -m 8 row: query id, subject id, % identity, alignment length, mismatches, gap opens, 4 coordinates,
 # E-value, bits (the lengths after the ids with L; an encoded alignment last with B or C)
-_TABULAR_ROW = re.compile(rb"[^\t\s]+\t(?:\d+\t)?[^\t\s]+\t(?:\d+\t)?\d+(?:\.\d+)?(?:\t\d+){7}\t[-+.\deEinf]+"
+_TABULAR_ROW = re.compile(rb"[^\t\s]*\t(?:\d+\t)?[^\t\s]*\t(?:\d+\t)?\d+(?:\.\d+)?(?:\t\d+){7}\t[-+.\deEinf]+"
                           rb"\t[-+.\deEinf]+(?:\t[!-~]+)?\r?")
 
 

@@ -34,9 +34,12 @@ with one warning for the file; each hit's values are its rows'.
 
 Rows of one library sequence follow one another: consecutive rows with the same subject id and the
 same strands are one hit (its alternate alignments, the ``>--`` of ``-m 10``), in table order
-(``rank``).  A long DNA library sequence searched in pieces lists a row per piece: where the
-``# N hits found`` line counts each row, each row is its own hit; a count that matches neither
-refuses the file.
+(``rank``), but where a row scores higher than the row before (FASTA lists a hit's alternates each
+scoring no more than the one before; a higher score is the next hit: a long DNA library sequence
+searched in pieces lists each piece and its alternates) and but for rows without a subject id
+(sequences FASTA gives no name, a space after ``>``: a hit each).  ``# N hits found`` counts hits:
+where it disagrees, the rows are grouped by sequence and strand alone, else a hit a row, whichever
+gives N; neither refuses the file at that line.
 
 Query (fields a table does not give are absent)
 
@@ -44,7 +47,10 @@ Query (fields a table does not give are absent)
 query_id            the ``# Query:`` line's first word (each row's query id must equal it), or the
                     rows' query id without comments
 query_description   the rest of the ``# Query:`` line, before `` - LEN aa|nt``
-query_length        LEN of the ``# Query:`` line, or the ``L`` column
+query_length        LEN of the ``# Query:`` line (what the block searched: a subrange's, a long
+                    query's segment's, each segment its own query), or the ``L`` column
+query_fragments     ``in K fragments`` of the ``# Query:`` line (fasts/fastm/fastf, tfast*; the
+                    ``L`` column counts the commas between the peptides: LEN + K - 1)
 query_type,         by the program (the command's, else the ``# SSEARCH ...`` line's): ``fastx36``
 library_type        dna/protein, ``tfastx36`` protein/dna, ...; for the programs that search like
                     with like (ssearch36, fasta36, ...) the ``# Query:`` line's unit (aa: protein,
@@ -57,8 +63,9 @@ run_index           1-based number of the run (with comments: each command line 
 hits                one per library sequence (rows, grouped as above)
 =================== ==============================================================================
 
-Hit: ``hit_id`` (subject id), ``rank``, ``hit_length`` (``L`` column only), ``aligned`` (true),
-``hsps`` (one per row).
+Hit: ``hit_id`` (subject id as printed: whole, ``gi|NNN|`` included; ``""`` for a sequence FASTA
+gives no name), ``rank``, ``hit_length`` (``L`` column only: FASTA's subject length, a piece's for a
+long sequence searched in pieces), ``aligned`` (true), ``hsps`` (one per row).
 
 Hsp: ``identity`` (``% identity`` / 100, as printed: 27.69 -> 0.2769), ``overlap`` (alignment
 length), ``evalue``, ``bits``, ``query_start``/``query_end``, ``hit_start``/``hit_end`` (1-based,
@@ -66,7 +73,9 @@ start <= end), ``query_strand``/``hit_strand`` (``"+"``/``"-"`` on a side known 
 wherever FASTA printed the coordinates reversed, which only a DNA side can be), ``extra``:
 ``mismatches``, ``gap_opens`` and, with ``B``/``C``, ``al_code`` (the BTOP or CIGAR string as
 printed).  No ``score``, ``opt_score``, ``z_score``, ``similarity``, ``frame`` or sequences: a table
-row has none.
+row has none.  A run whose command line has ``-z -1`` (no statistics) has no ``evalue`` or ``bits``:
+FASTA prints numbers in those columns all the same (11 and 7.1 ...), left out with a warning (in a
+file without comment lines the command is not known, and they are kept).
 """
 
 from __future__ import annotations

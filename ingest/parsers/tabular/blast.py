@@ -26,7 +26,7 @@ _PROCESSED = re.compile(r"# ([A-Z][A-Z0-9_]*) processed (\d+) quer(?:y|ies)")
 _HITS_FOUND = re.compile(r"# (\d+) hits? found")
 # "# Query: ID DESCRIPTION - 209 aa" (FASTA prints "aa" for a fastx query of nt: the unit is not read)
 _QUERY = re.compile(r"# Query: (\S*)(?: (.*))?")
-_LENGTH = re.compile(r"(.*?) ?- (\d+) (aa|nt)")  # the title's end (absent where FASTA cut a long title)
+_LENGTH = re.compile(r"(.*?) ?- (\d+) (aa|nt)(?: in (\d+) fragments)?")  # the title's end (absent where FASTA cut a long title)
 _INT = re.compile(rb"\d+")
 _FLOAT = re.compile(rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)")
 _PERCENT = re.compile(rb"\d+(?:\.(\d+))?")
@@ -37,6 +37,7 @@ _TYPES = {"fastx": ("dna", "protein"), "fasty": ("dna", "protein"), "tfastx": ("
           "tfasty": ("protein", "dna"), "tfasts": ("protein", "dna"), "tfastf": ("protein", "dna"),
           "tfastm": ("protein", "dna"), "fasts": ("protein", "protein"), "fastm": ("protein", "protein"),
           "fastf": ("protein", "protein")}
+_NO_STATISTICS = re.compile(r"(?:^|\s)-z\s*(-?\d+)")  # the last -z of a command line; -1: no statistics
 _FIELDS = ("query id", "query length", "subject id", "subject length", "% identity", "alignment length",
            "mismatches", "gap opens", "q. start", "q. end", "s. start", "s. end", "evalue", "bit score")
 
@@ -53,21 +54,34 @@ def _program_base(program: str) -> str:
 
 
 class _Hits:
-    """The hits of one query as their rows come: each row an Hsp, rows of one library sequence in a row
-    (and strand) one Hit; held in a list, past ``spill`` hits in a :class:`HitSpool` of their dicts."""
+    """The hits of one query as their rows come: each row an Hsp; consecutive rows of one library
+    sequence and strand one Hit, but where a row scores higher than the row before (FASTA lists a
+    sequence's alternate alignments after its first, each scoring no more than the one before: a
+    higher score is the next hit, another piece of a long sequence), and but for the rows without a
+    library id (sequences FASTA gives no name: one hit each); ``rule`` "sequence" leaves the scores
+    and names aside, "row" makes each row a hit.  Held in a list, past ``spill`` hits in a
+    :class:`HitSpool` of their dicts."""
 
-    def __init__(self, dicts: bool, spill: int | None):
-        self.dicts, self.spill = dicts, spill
+    def __init__(self, dicts: bool, spill: int | None, rule: str = "score"):
+        self.dicts, self.spill, self.rule = dicts, spill, rule
         self.done: list = []
         self.spool: HitSpool | None = None
         self.last: Hit | None = None
         self.last_key = None
+        self.last_score: tuple = ()
         self.count = 0  # hits, the last included
+        self.sequences = 0  # hits by the "sequence" rule
         self.rows = 0
 
-    def add(self, hit_id: str, key, hit_length: int | None, hsp: Hsp) -> None:
+    def add(self, hit_id: str, key, hit_length: int | None, hsp: Hsp, score: tuple) -> None:
+        """One row: ``key`` its library sequence and strands, ``score`` its (bits, E()) as printed."""
         self.rows += 1
-        if self.last is not None and key == self.last_key:
+        same = self.last is not None and key == self.last_key
+        if not same:
+            self.sequences += 1
+        prev, self.last_score = self.last_score, score
+        if same and self.rule != "row" and (self.rule == "sequence" or hit_id and not (
+                score[0] > prev[0] or score[1] < prev[1])):
             self.last.hsps.append(hsp)
             return
         self._close_last()
@@ -95,15 +109,16 @@ class _Hits:
             self.done = []
         return self.spool
 
-    def one_row_each(self):
-        """The same rows, each its own hit (a long library sequence's pieces: one row each)."""
+    def regrouped(self, rule: str):
+        """The same rows, grouped by ``rule`` ("sequence" or "row") instead."""
         hits = self.finish()
-        out = _Hits(self.dicts, self.spill)
+        out = _Hits(self.dicts, self.spill, rule)
         for hit in hits:
             hit_id = hit["hit_id"] if self.dicts else hit.hit_id
             length = hit.get("hit_length") if self.dicts else hit.hit_length
             for hsp in (hit["hsps"] if self.dicts else hit.hsps):
-                out.add(hit_id, object(), length, Hsp(**hsp) if self.dicts else hsp)
+                hsp = Hsp(**hsp) if self.dicts else hsp
+                out.add(hit_id, (hit_id, hsp.query_strand == "-", hsp.hit_strand == "-"), length, hsp, ())
         return out.finish()
 
 
@@ -124,18 +139,22 @@ class _State:
         self.query_line = 0
         self.expected: int | None = None  # "# N hits found"
         self.expected_line = 0
+        self.nameless = False  # the query under way has no name (its rows' query id is empty)
         self.hits: _Hits | None = None
         self.columns = 0  # fields of a row, once one is read
         self.alignments = False  # inside the alignments after a query's rows
         self.warned_alignments = False
+        self.warned_statistics = False
+        self.printed_length: int | None = None  # the query's length as printed (# Query:, or the L column)
         self.ended = True  # the run ended ("# ... processed N queries"), or none began
+        self.no_statistics = False  # the run's command has -z -1
 
     def error(self, line: int, reason: str) -> ParseError:
         return ParseError(reason, source=self.source, line=line)
 
     # -------------------------------------------------------------- queries
     def start_query(self, line: int, query_id: str, description: str | None, length: int | None,
-                    unit: str | None = None) -> None:
+                    unit: str | None = None, fragments: int | None = None) -> None:
         self.query_index += 1
         self.run_queries += 1
         qtype = ltype = None
@@ -144,8 +163,11 @@ class _State:
             # for its DNA query: the types of the others are their program's
             same = {"aa": "protein", "nt": "dna"}.get(unit or "")
             qtype, ltype = _TYPES.get(self.kind, (same, same))
+        # fasts/fastm/fastf (and tfast*): "- 39 aa in 6 fragments"; the L column counts the commas
+        # between the peptides too (44), as -m 10's summary line
+        self.printed_length = length + fragments - 1 if length is not None and fragments else length
         self.query = Query(query_id=query_id, query_index=self.query_index, query_description=description or None,
-                           query_length=length, query_type=qtype, library_type=ltype, program=self.program,
+                           query_length=length, query_fragments=fragments, query_type=qtype, library_type=ltype, program=self.program,
                            version=self.version, command=self.command,
                            run_index=self.run_index if self.commented else None)
         self.query_line = line
@@ -160,12 +182,16 @@ class _State:
             return None
         self.query = self.hits = None
         self.alignments = False
-        if self.expected is not None and hits.count != self.expected:
-            if hits.rows != self.expected:
-                raise self.error(self.expected_line, f"query {q.query_id!r}: '# {self.expected} hits found' but its "
-                                 f"{hits.rows} rows (to line {line - 1}) are {hits.count} library sequences")
-            return q, hits.one_row_each()  # a long library sequence's pieces: a row (a hit) each
-        return q, hits.finish()
+        n = self.expected
+        if n is None or hits.count == n:
+            return q, hits.finish()
+        if hits.sequences == n:  # an alternate alignment scoring higher than the one before it
+            return q, hits.regrouped("sequence")
+        if hits.rows == n:
+            return q, hits.regrouped("row")
+        raise self.error(self.expected_line, f"query {q.query_id!r}: '# {n} hits found' but its {hits.rows} rows "
+                         f"(to line {line - 1}) are {hits.count} hits ({hits.sequences} runs of one library "
+                         "sequence and strand)")
 
     # -------------------------------------------------------------- comments
     def comment(self, line: int, text: str):
@@ -183,11 +209,16 @@ class _State:
         if m is not None:
             if not self.commented or self.query is not None:
                 raise self.error(line, "'# Query:' without the '# PROGRAM VERSION' line before it")
-            rest, length, unit = m.group(2) or "", None, None
+            rest, length, unit, fragments = m.group(2) or "", None, None, None
             cut = _LENGTH.fullmatch(rest)
             if cut is not None:
                 rest, length, unit = cut.group(1), int(cut.group(2)), cut.group(3)
-            self.start_query(line, m.group(1), rest.strip(), length, unit)
+                fragments = int(cut.group(4)) if cut.group(4) else None
+            query_id = m.group(1)
+            self.nameless = not query_id  # a FASTA header with a space after ">": its rows show no id;
+            if self.nameless:  # the id is the first word, as the -m 10 parser (and Biopython) take it
+                query_id, _, rest = rest.strip().partition(" ")
+            self.start_query(line, query_id, rest.strip(), length, unit, fragments)
             return None
         if self.query is not None and not self.hits.rows:
             if text.startswith("# Database: "):
@@ -212,7 +243,13 @@ class _State:
             return None
         raise self.error(line, f"unexpected comment line: {text[:80]!r}")
 
+    def _warn(self, line: int, message: str) -> None:
+        if self.warn is not None:
+            self.warn(f"{self.source}:{line}: {message}")
+
     def _new_run(self, command: str | None) -> None:
+        z = _NO_STATISTICS.findall(command or "")
+        self.no_statistics = bool(z) and z[-1] == "-1"  # -z -1: FASTA prints E() and bits of no statistics
         self.run_index += 1
         self.run_queries = 0
         self.ended = False
@@ -243,7 +280,7 @@ class _State:
         if self.commented:
             if self.query is None:
                 raise self.error(line, "a table row outside a query ('# Query:' line)")
-            if qid != self.query.query_id:
+            if qid != self.query.query_id and not (self.nameless and qid == ""):
                 raise self.error(line, f"a row of query {qid!r} under '# Query: {self.query.query_id}'")
         elif self.query is None or qid != self.query.query_id:
             done = self.end_query(line)
@@ -256,10 +293,10 @@ class _State:
         if lengths:
             qlen = self._int(line, fields[1], "query length", 1)
             at = 2
-            if q.query_length is None:
-                q.query_length = qlen
-            elif qlen != q.query_length:
-                raise self.error(line, f"query length {qlen} but '# Query:' says {q.query_length}")
+            if self.printed_length is None:
+                self.printed_length = q.query_length = qlen
+            elif qlen != self.printed_length:
+                raise self.error(line, f"query length {qlen} but its '# Query:' line says {self.printed_length}")
         sid = self._text(line, fields[at], "the subject id")
         if lengths:
             slen = self._int(line, fields[at + 1], "subject length", 1)
@@ -271,10 +308,16 @@ class _State:
         gap_opens = self._int(line, gaps, "gap opens", 0)
         if mismatches > overlap:
             raise self.error(line, f"{mismatches} mismatches in an alignment of {overlap}")
-        hsp = Hsp(identity=identity, overlap=overlap, evalue=self._float(line, evalue, "evalue"),
-                  bits=self._float(line, bits, "bit score"))
-        if hsp.evalue < 0:
+        score = (self._float(line, bits, "bit score"), self._float(line, evalue, "evalue"))
+        if score[1] < 0:
             raise self.error(line, f"evalue {_shown(evalue)} is negative")
+        hsp = Hsp(identity=identity, overlap=overlap)
+        if not self.no_statistics:
+            hsp.bits, hsp.evalue = score
+        elif not self.warned_statistics:
+            self.warned_statistics = True
+            self._warn(line, "the run's command has -z -1 (no statistics): the E() and bit-score columns FASTA "
+                             "prints anyway are left out")
         q_dna = q.query_type == "dna" if q.query_type else None
         h_dna = q.library_type == "dna" if q.library_type else None
         hsp.query_start, hsp.query_end, hsp.query_strand = self._side(line, qs, qe, q_dna, "q.")
@@ -287,7 +330,7 @@ class _State:
             extra["al_code"] = code.decode("ascii")
         hsp.extra = extra
         key = (sid, hsp.query_strand == "-", hsp.hit_strand == "-")  # a library sequence's strand
-        self.hits.add(sid, key, slen, hsp)
+        self.hits.add(sid, key, slen, hsp, score)
         return done
 
     def _side(self, line: int, a: bytes, b: bytes, dna: bool | None, what: str):
@@ -300,8 +343,8 @@ class _State:
         return end, start, "-"
 
     def _text(self, line: int, raw: bytes, what: str) -> str:
-        if not raw or raw != raw.strip():
-            raise self.error(line, f"{what} is empty or has blanks: {_shown(raw[:40])}")
+        if raw != raw.strip():  # empty: a sequence FASTA gives no name (a space after ">")
+            raise self.error(line, f"{what} has blanks: {_shown(raw[:40])}")
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:

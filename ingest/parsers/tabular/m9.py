@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from ingest.errors import ParseError
 from ingest.parsers.pasta import parse as _parse_m10
 from ingest.parsers.pasta import parse_dicts as _parse_dicts_m10
 from ingest.parsers.pasta.spool import SPILL_HITS
@@ -49,6 +50,7 @@ class SkipDisplay:
     def __init__(self, handle: BinaryIO, source: str, warn: Callable[[str], None] | None):
         self.handle, self.source, self.warn = handle, source, warn
         self.skipping = False
+        self.table = False  # the query under way has a best-scores table (lalign36 prints none)
         self.line = 0
         self.warned = False
 
@@ -68,14 +70,20 @@ class SkipDisplay:
         return b"".join(out)
 
     def _filtered(self, raw: bytes) -> bytes:
+        if raw.startswith(b"The best scores are:"):
+            self.table = True
         if raw[:3] == b">>>":
             self.skipping = raw[3:6] not in (b"<<<", b"///")  # a summary line: its display follows
             return raw
+        if _QUERY_LINE.match(raw):
+            self.skipping = self.table = False
+            return raw
         if not self.skipping:
             return raw
-        if _QUERY_LINE.match(raw):
-            self.skipping = False
-            return raw
+        if raw[:2] == b">>" and not self.table:
+            raise ParseError("an alignment of a query without a best-scores table (lalign36 prints none): its "
+                             "-m 0 display, which is not read, is all there is of it; ask FASTA for -m 10 "
+                             "(-m 9c -m 10)", source=self.source, line=self.line)
         if raw.strip() and not self.warned:
             self.warned = True
             if self.warn is not None:
