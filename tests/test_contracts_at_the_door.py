@@ -29,6 +29,7 @@ from ingest.config import SAMPLES_DIR
 from ingest.documents import from_document, record_document, search_documents
 from ingest.fileio import open_binary
 from ingest.load.contracts import CONTRACTS, LOADERS_OWN, shown
+from ingest.parsers import data_file_suffixes, detect
 from ingest.parsers import get as get_format
 from ingest.parsers.materials import read_records
 from ingest.pipeline import task_load
@@ -282,15 +283,18 @@ def test_a_field_the_loader_added_is_set_aside_without_a_restore_entry():
 
 
 def test_every_bundled_search_keeps_its_contracts():
-    """Search documents are typed by their parser: every bundled -m 10 sample's keeps the contracts (the
-    loader fails the file of one that does not, a defect of the parser)."""
-    parse = get_format("pasta").load()
+    """Search documents are typed by their parser: every bundled search sample's (-m 10, and FASTA's tables
+    in samples/pasta_tab, each by the format its content gives) keeps the contracts (the loader fails the
+    file of one that does not, a defect of the parser)."""
     checked = 0
     for path in sorted(SAMPLES_DIR.rglob("*")):
-        if not path.is_file() or ".m10" not in path.name:
+        if not path.is_file() or not path.name.endswith(data_file_suffixes()):
+            continue
+        fmt = detect(path)
+        if fmt.kind != "search":
             continue
         with open_binary(path) as handle:
-            for index, query in enumerate(parse(handle, str(path)), 1):
+            for index, query in enumerate(fmt.load()(handle, str(path), warn=lambda message: None), 1):
                 search, hits = search_documents(query, sha256="0" * 64, path=str(path), query_index=index)
                 assert CONTRACTS["searches"].findings(search) == [], path
                 for hit in hits:
