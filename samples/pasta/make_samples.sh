@@ -316,11 +316,11 @@ run ssearch36_title_suffix_cut.m10 ssearch36 -m 10 -T 1 -z 3 -b 1 -d 1 inputs/cu
     ggsearch36 -m 10 -T 1 -z -1 -d 1 inputs/n2.aa inputs/n2_fs.lib
     glsearch36 -m 10 -T 1 -z -1 -d 1 inputs/n2.aa inputs/n2_fs.lib
     lalign36 -m 10 -z 3 -K 2 inputs/n2.aa inputs/n2s.aa
-    fasts36 -m 10 -T 1 -z 3 -d 2 inputs/n2s.aa inputs/n2_fs.lib
-    fastm36 -m 10 -T 1 -z 3 -d 2 inputs/n2t.aa inputs/n2_fs.lib
+    fasts36 -m 10 -T 1 -z 3 -b 2 -d 2 inputs/n2s.aa inputs/n2_fs.lib
+    fastm36 -m 10 -T 1 -z 3 -b 2 -d 2 inputs/n2t.aa inputs/n2_fs.lib
     tfastx36 -m 10 -T 1 -z 3 -E 1000 -d 1 inputs/n2.aa inputs/gst.nlib
     tfasty36 -m 10 -T 1 -z 3 -E 1000 -d 1 inputs/n2.aa inputs/gst.nlib
-    tfasts36 -m 10 -T 1 -z 3 -E 5 -d 2 inputs/n2s.aa inputs/gst.nlib
+    tfasts36 -m 10 -T 1 -z 3 -E 5 -b 2 -d 2 inputs/n2s.aa inputs/gst.nlib
     tfastm36 -m 10 -T 1 -z 3 -E 5 -d 2 inputs/n2t.aa inputs/gst.nlib
     fastx36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
     fasty36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
