@@ -10,7 +10,7 @@ users run them (load against the suite's server).
 
 from __future__ import annotations
 
-import io
+import gzip
 import json
 import os
 import subprocess
@@ -367,3 +367,15 @@ def test_lalign36_m9_alone_is_refused():
         _parsed9(path)
     assert info.value.line == 28 and "without a best-scores table" in info.value.reason
     assert path.read_text().splitlines()[27].startswith(">>")
+
+
+def test_a_gzipped_table_parses_as_the_plain_one(tmp_path):
+    """Chosen by its decompressed first bytes: a .gz of a table (named .txt.gz here, no suffix of ours)."""
+    plain = TAB / "fastx36.m8c"
+    packed = tmp_path / "fastx36.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert parsers.detect(packed).name == "pasta-m8"
+    env = {"SCI_INGEST_HOME": str(tmp_path / "home")}
+    one, two = _cli("parse", plain, env=env), _cli("parse", packed, env=env)
+    assert one.returncode == two.returncode == 0, two.stderr
+    assert one.stdout == two.stdout and len(one.stdout.splitlines()) == 2
