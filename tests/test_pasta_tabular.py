@@ -202,7 +202,8 @@ def _field(n: int, value: str):
 # (sample, edit, line reported, words of the reason)
 BAD = {
     "word_for_a_number": ("ssearch36_prot_multi.m8c", _field(4, "x"), 7, "mismatches 'x' is not a whole number"),
-    "coordinate_zero": ("ssearch36_prot_multi.m8c", _field(6, "0"), 7, "q. start '0' is not a whole number of at least 1"),
+    "coordinate_zero": ("ssearch36_prot_multi.m8c", _field(6, "0"), 7,
+                        "q. start '0' is not a whole number of at least 1"),
     "percent_over_100": ("ssearch36_prot_multi.m8c", _field(2, "100.5"), 7, "is not a percentage"),
     "more_mismatches_than_columns": ("ssearch36_prot_multi.m8c", _field(4, "999"), 7, "999 mismatches in an alignment"),
     "negative_evalue": ("ssearch36_prot_multi.m8c", _field(10, "-1"), 7, "evalue '-1' is negative"),
@@ -214,6 +215,10 @@ BAD = {
     "truncated": ("ssearch36_prot_multi.m8c", lambda ls: ls.pop(), 37, "truncated?"),
     "a_row_of_another_query": ("ssearch36_prot_multi.m8c", _field(0, "OTHER"), 7, "a row of query 'OTHER'"),
     "garbage_line": ("fasta36_dna.m8", lambda ls: ls.insert(3, "hello world\n"), 4, "not a table row"),
+    "a_count_without_its_run": ("fasta36_dna.m8", lambda ls: ls.insert(0, "# FASTA processed 2 queries\n"), 1,
+                                "unexpected comment line here"),
+    "a_second_database_line": ("ssearch36_prot_multi.m8c", lambda ls: ls.insert(4, "# Database: other.fa\n"), 5,
+                               "unexpected comment line here"),
     "queries_miscounted": ("fastx36.m8c", lambda ls: ls.__setitem__(-1, "# FASTX processed 3 queries\n"), 28,
                            "the run holds 2 queries"),
 }
@@ -245,6 +250,14 @@ def test_parse_reads_a_folder_of_tabular_files(tmp_path):
     # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file; -z -1's
     # E() and bits left out (one file)
     assert proc.stderr.count("warning: ") == 2 + len(M9) + 1
+
+
+def test_comments_without_a_query_are_refused(tmp_path):
+    path = tmp_path / "only.m8c"
+    path.write_text("".join((TAB / "fastx36.m8c").read_text().splitlines(keepends=True)[:2]))
+    with pytest.raises(ParseError) as info:
+        _parsed(path)
+    assert info.value.line == 2 and "no query: no '# Query:' line and no table row" in info.value.reason
 
 
 def test_parse_names_a_bad_row(tmp_path):

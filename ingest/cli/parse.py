@@ -117,8 +117,8 @@ def cmd_parse(args) -> int:
             raise  # the reader went away (`| head`): stop quietly, see main()
         except ParseError as exc:
             failed += 1
-            hint = "" if exc.line != 1 else (f" (`parse` reads FASTA's -m 10 and tabular output only; `sci-ingest load` "
-                                             f"reads {FORMATS})")
+            hint = "" if exc.line != 1 else (f" (`parse` reads FASTA's -m 10 and tabular output only; "
+                                             f"`sci-ingest load` reads {FORMATS})")
             stderr_line(f"error: {exc}{hint}")
         except OSError as exc:
             failed += 1

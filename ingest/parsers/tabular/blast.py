@@ -26,13 +26,15 @@ _PROCESSED = re.compile(r"# ([A-Z][A-Z0-9_]*) processed (\d+) quer(?:y|ies)")
 _HITS_FOUND = re.compile(r"# (\d+) hits? found")
 # "# Query: ID DESCRIPTION - 209 aa" (FASTA prints "aa" for a fastx query of nt: the unit is not read)
 _QUERY = re.compile(r"# Query: (\S*)(?: (.*))?")
-_LENGTH = re.compile(r"(.*?) ?- (\d+) (aa|nt)(?: in (\d+) fragments)?")  # the title's end (absent where FASTA cut a long title)
+# the title's end (absent where FASTA cut a long title); "in K fragments": a peptide mixture (fasts36 ...)
+_LENGTH = re.compile(r"(.*?) ?- (\d+) (aa|nt)(?: in (\d+) fragments)?")
 _INT = re.compile(rb"\d+")
 _FLOAT = re.compile(rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)")
 _PERCENT = re.compile(rb"\d+(?:\.(\d+))?")
 _CODE = re.compile(rb"[!-~]+")  # an encoded alignment (BTOP, CIGAR, FASTA's code): printable, no blank
 
-#: the sequence types of the programs whose query and library differ (the others search like with like)
+#: the sequence types of the programs that do not search like with like as their "# Query:" unit says (fastx:
+#: "aa" for DNA) or whose query is a peptide mixture; the others' are the unit's
 _TYPES = {"fastx": ("dna", "protein"), "fasty": ("dna", "protein"), "tfastx": ("protein", "dna"),
           "tfasty": ("protein", "dna"), "tfasts": ("protein", "dna"), "tfastf": ("protein", "dna"),
           "tfastm": ("protein", "dna"), "fasts": ("protein", "protein"), "fastm": ("protein", "protein"),
@@ -136,7 +138,6 @@ class _State:
         self.kind: str | None = None  # "ssearch", "fastx", ...: the command's program, else the version line's
         self.query_index = 0
         self.query: Query | None = None
-        self.query_line = 0
         self.expected: int | None = None  # "# N hits found"
         self.expected_line = 0
         self.nameless = False  # the query under way has no name (its rows' query id is empty)
@@ -167,10 +168,9 @@ class _State:
         # between the peptides too (44), as -m 10's summary line
         self.printed_length = length + fragments - 1 if length is not None and fragments else length
         self.query = Query(query_id=query_id, query_index=self.query_index, query_description=description or None,
-                           query_length=length, query_fragments=fragments, query_type=qtype, library_type=ltype, program=self.program,
-                           version=self.version, command=self.command,
+                           query_length=length, query_fragments=fragments, query_type=qtype, library_type=ltype,
+                           program=self.program, version=self.version, command=self.command,
                            run_index=self.run_index if self.commented else None)
-        self.query_line = line
         self.expected = None
         self.hits = _Hits(self.dicts, self.spill)
         self.alignments = False
@@ -221,7 +221,7 @@ class _State:
             self.start_query(line, query_id, rest.strip(), length, unit, fragments)
             return None
         if self.query is not None and not self.hits.rows:
-            if text.startswith("# Database: "):
+            if text.startswith("# Database: ") and self.query.library is None:
                 self.query.library = text[len("# Database: "):]
                 return None
             if text.startswith("# Fields: "):
@@ -238,10 +238,12 @@ class _State:
                 raise self.error(line, f"'{text}' but the run holds {self.run_queries} queries")
             self.ended = True
             return done
-        if self.ended and self.query is None:  # the command line, first of a run
+        known = (m is not None or text.startswith(("# Query:", "# Database:", "# Fields:"))
+                 or _HITS_FOUND.fullmatch(text) is not None)
+        if self.ended and self.query is None and not known:  # the command line, first of a run
             self._new_run(text[1:].strip())
             return None
-        raise self.error(line, f"unexpected comment line: {text[:80]!r}")
+        raise self.error(line, f"unexpected comment line here: {text[:80]!r}")
 
     def _warn(self, line: int, message: str) -> None:
         if self.warn is not None:
@@ -419,6 +421,8 @@ def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], No
             yield done
     if number == 0:
         raise st.error(1, "empty input: no table rows or comments")
+    if st.query_index == 0:
+        raise st.error(number, "no query: no '# Query:' line and no table row")
     done = st.end_query(number)
     if done is not None:
         yield done
