@@ -392,3 +392,15 @@ def test_a_gzipped_table_parses_as_the_plain_one(tmp_path):
     one, two = _cli("parse", plain, env=env), _cli("parse", packed, env=env)
     assert one.returncode == two.returncode == 0, two.stderr
     assert one.stdout == two.stdout and len(one.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_a_spilled_query_is_the_held_one(path):
+    """Past ``spill`` hits a query's hits go to a temporary file (memory bounded whatever one query
+    holds): the same hits in the same order, regrouped ones too."""
+    held = _parsed(path, spill=None)
+    spilled = _parsed(path, spill=1)
+    assert [{k: v for k, v in q.items() if k != "hits"} for q in held] == [
+        {k: v for k, v in q.items() if k != "hits"} for q in spilled]
+    assert [q["hits"] for q in held] == [list(q["hits"]) for q in spilled]
+    assert all(not isinstance(q["hits"], list) for q in spilled if len(q["hits"]))
