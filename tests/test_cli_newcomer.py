@@ -95,7 +95,7 @@ def test_parse_reads_directories_and_says_what_it_reads(tmp_path):
     other = tmp_path / "materials.json"
     other.write_text('[{"material_id": "mp-1"}]')
     proc = cli("parse", str(other))
-    assert proc.returncode == 2 and "-m 10 output only" in proc.stderr and "sci-ingest load" in proc.stderr
+    assert proc.returncode == 2 and "-m 10 and tabular output only" in proc.stderr and "sci-ingest load" in proc.stderr
 
 
 def test_numbers_in_tables_are_formatted_for_reading():
