@@ -28,8 +28,9 @@ TAB = REPO / "samples" / "pasta_tab"
 M10 = REPO / "samples" / "pasta"
 BIN = Path(sys.executable).parent / "sci-ingest"
 EVERY = sorted(p for p in TAB.iterdir() if p.suffix in (".m8", ".m8c", ".m8cb", ".m9", ".m10"))
-SAMPLES = [p for p in EVERY if p.suffix != ".m9"]  # -m 8 family (format pasta-m8)
-M9 = [p for p in EVERY if p.suffix == ".m9"]  # -m 9 family without -m 10 (format pasta-m9)
+# -m 9 family without -m 10 (format pasta-m9); the F10 file of -m "F10 FILE" -m 9c holds the -m 9c layout
+M9 = [p for p in EVERY if p.suffix == ".m9" or p.name == "ssearch36_F10_9c_file.m10"]
+SAMPLES = [p for p in EVERY if p not in M9]  # -m 8 family (format pasta-m8)
 # tabular sample -> the -m 10 sample of the same search
 TWINS = {"ssearch36_prot_multi.m8c": "ssearch36_prot_multi.m10", "ssearch36_dna_ref.m8cb": "ssearch36_dna_ref.m10",
          "fastx36.m8c": "fastx36.m10", "tfastx36_cigar.m8c": "tfastx36.m10",
@@ -244,7 +245,7 @@ def test_parse_reads_a_folder_of_tabular_files(tmp_path):
     proc = _cli("parse", TAB, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
-    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 21 + 9
+    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 21 + 11
     assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(
         len(_own_lines(p)[1]) for p in SAMPLES) + sum(len(rows) for p in M9 for _, rows in _own_tables(p))
     # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file; -z -1's
@@ -274,9 +275,9 @@ def test_load_stores_tabular_searches(mongo_uri, db, tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["files"]["files_loaded"] == len(EVERY)
-    assert db.searches.count_documents({}) == 21 + 9
+    assert db.searches.count_documents({}) == 21 + 11
     assert db.searches.count_documents({"source.format": "pasta-m8"}) == 21
-    assert db.searches.count_documents({"source.format": "pasta-m9"}) == 9
+    assert db.searches.count_documents({"source.format": "pasta-m9"}) == 11
     rows = sum(len(_own_lines(p)[1]) for p in SAMPLES)
     assert sum(len(h["hsps"]) for h in db.hits.find({"source.path": {"$in": list(map(str, SAMPLES))}})) == rows
     mixed = db.searches.find_one({"source.path": str(TAB / "ssearch36_8CB_and_10.m10")})

@@ -160,16 +160,18 @@ _M_OPTION = re.compile(r"""(?:^|\s)-m\s*(?:"([^"]*)"|'([^']*)'|(\S+))""")
 def _claims_m9(head: bytes) -> bool:
     """A ``-m 9``-family report without ``-m 10``, by the command line FASTA prints first (``# ssearch36
     ... -m 9c ...``; then its banner, not a tabular comment): FASTA reads the first word of an ``-m``
-    argument (``-m "10 9c"`` is ``-m 10``) and each of a comma list (``-m 10,9c`` is both)."""
+    argument (``-m "10 9c"`` is ``-m 10``) and each of a comma list (``-m 10,9c`` is both).  An ``F``
+    argument names a file and its modes (``-m "F10,9c out.m10"``) and decides nothing here: beside
+    ``-m 9c`` FASTA writes the ``-m 9c`` layout to an ``F10`` file too (36.3.8i)."""
     first, _, rest = head.partition(b"\n")
     if not first.startswith(b"# ") or rest.startswith(b"#"):
         return False
     modes = []
     for m in _M_OPTION.finditer(first.decode("latin-1")):
         arg = next(g for g in m.groups() if g is not None)
-        modes += [piece.split()[0] for piece in arg.split(",") if piece.split()]
-    return (any(mode.startswith("9") for mode in modes)
-            and not any(mode == "10" or mode[:1] in ("8", "F") for mode in modes))
+        if not arg.lstrip().startswith("F"):
+            modes += [piece.split()[0] for piece in arg.split(",") if piece.split()]
+    return any(mode.startswith("9") for mode in modes) and not any(mode == "10" or mode[:1] == "8" for mode in modes)
 
 
 def _sniff_json(name: str, head: bytes) -> bool:

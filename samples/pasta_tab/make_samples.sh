@@ -39,6 +39,10 @@ ssearch36 -m 9B -T 1 -z 3 -b 8 -d 2 inputs/mgstm1.nt inputs/gst.nlib > "$here/ss
 ssearch36 -m 9i -T 1 -z 3 -b 6 -d 3 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_9i.m9"
 # several queries, query 3 without hits; plain -m 9
 ssearch36 -m 9 -T 1 -z 3 -E 0.5 -d 1 inputs/prot_queries.fa inputs/prot_lib.fa > "$here/ssearch36_prot_multi_9.m9"
+# -m "F10 FILE" beside -m 9c: FASTA writes the -m 9c layout both to standard output and to FILE (36.3.8i);
+# FILE is named .m10 and read as pasta-m9 by its command line
+ssearch36 -m "F10 ../pasta_tab/ssearch36_F10_9c_file.m10" -m 9c -T 1 -z 3 -b 3 -d 1 inputs/gtt1_drome.aa \
+    inputs/prot_test.lib > "$here/ssearch36_F10_9c.m9"
 # a translated search (nt coordinates of the DNA query, both frames), -m 9C (CIGAR)
 fastx36 -m 9C -T 1 -z 3 -b 5 -d 1 inputs/dna_queries.fna inputs/prot_lib.fa > "$here/fastx36_9C.m9"
 
