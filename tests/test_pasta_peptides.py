@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,35 @@ def test_numbers_fasta_does_not_print_are_refused_with_the_line(tmp_path, printe
 def test_an_ordinary_query_has_no_fragment_count():
     (query,) = parse_file(SAMPLES / "ssearch36_prot.m10")
     assert query.query_fragments is None and "query_fragments" not in query.to_dict()
+
+
+FASTA_EXAMPLES = Path("/usr/share/doc/fasta3/examples/seq")
+_QUERY_SIDE = re.compile(r"\n>tests \.\.\n; sq_len: \d+\n; sq_offset: \d+\n; sq_type: p\n; al_start: (\d+)\n"
+                         r"; al_stop: (\d+)\n; al_display_start: (\d+)\n([-A-Za-z*\n]+?)\n(?=>)")
+
+
+@pytest.mark.skipif(not FASTA_EXAMPLES.is_dir() or shutil.which("tfasts36") is None,
+                    reason="needs Debian's fasta3 (its programs and examples)")
+@pytest.mark.parametrize("program", ["tfasts36", "tfastm36"])
+def test_a_translated_peptide_alignment_displayed_from_past_its_start_is_read(tmp_path, program):
+    """tfasts36/tfastm36 print a query side's '; al_display_start:' past its '; al_start:' (FASTA's
+    m2.aa against the reverse complement mgstm1.nt12r, frames 3 to 6) and no context: its
+    displayed residues, as many as its range, are the alignment (the file was refused, 'alignment
+    starts before its displayed sequence'; found by the examples sweep, issue 43)."""
+    out = tmp_path / f"{program}.m10"
+    with open(out, "wb") as handle:
+        subprocess.run([program, "-q", "-m", "10", "-T", "1", str(FASTA_EXAMPLES / "m2.aa"),
+                        str(FASTA_EXAMPLES / "mgstm1.nt12r")], stdout=handle, stderr=subprocess.DEVNULL, check=True)
+    sides = [(int(a), int(b), int(d), seq.replace("\n", "")) for a, b, d, seq in _QUERY_SIDE.findall(out.read_text())]
+    assert any(d > a for a, _, d, _ in sides)
+    proc = subprocess.run([str(BIN), "parse", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    hsps = [s for line in proc.stdout.splitlines() for h in json.loads(line)["hits"] if h["aligned"]
+            for s in h["hsps"]]
+    assert [(s["query_start"], s["query_end"]) for s in hsps] == [(a, b) for a, b, _, _ in sides]
+    for hsp, (a, b, d, seq) in zip(hsps, sides):
+        if d > a:  # no context: the residues shown (less the '-' padding before) are the alignment
+            assert len(seq) - seq.count("-") == b - a + 1
+            assert hsp["query_seq"] == seq.strip("-")
+            assert len(hsp["hit_seq"]) == len(hsp["query_seq"])
+    assert parse_file(out, fast=True) == parse_file(out, fast=False)

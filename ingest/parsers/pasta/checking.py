@@ -204,6 +204,10 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
                 ref, r0, r1, rkv, at = qdisp, q0, q1, qkv, qh + 1
             ds = _int(rkv, b"al_display_start", err, at)
             rctx = r0 - ds if r0 <= r1 else ds - r0
+            if rctx < 0 and len(ref) - ref.count(b"-") == abs(r1 - r0) + 1:
+                # tfasts36/tfastm36 print an al_display_start past al_start (in every frame) and
+                # no context: the displayed residues are the alignment's, as many as its range
+                rctx = 0
             if rctx < 0:
                 raise err("alignment starts before its displayed sequence", at)
             c0 = len(ref) - len(ref.lstrip(b"-")) + rctx

@@ -447,7 +447,7 @@ if qfile and lfile and os.path.exists(qfile.split(":")[0]) and os.path.exists(lf
     QS = read_fasta(qfile.split(":")[0])
     LS = read_fasta(lfile)
     if prog.startswith("lalign"):
-        LS = {**LS, **QS}
+        LS = {**QS, **LS}  # the library's sequence where the query file has one of its id too
     for q in J:
         for h in q.get("hits", []):
             for s in h["hsps"]:
