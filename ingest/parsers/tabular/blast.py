@@ -6,6 +6,7 @@ See the package docstring (:mod:`ingest.parsers.tabular`) for the layout and the
 
 from __future__ import annotations
 
+import io
 import re
 
 from ingest.errors import ParseError
@@ -18,7 +19,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:  # annotations only
     from typing import BinaryIO, Callable, Iterator
 
-__all__ = ["read", "MAX_LINE"]
+__all__ = ["read", "buffered", "MAX_LINE"]
 
 # "# SSEARCH 36.3.8i Nov, 2022": the program in capitals, its version
 _VERSION = re.compile(r"# ([A-Z][A-Z0-9_]*) (\d+\.\S.*)")
@@ -42,6 +43,12 @@ _TYPES = {"fastx": ("dna", "protein"), "fasty": ("dna", "protein"), "tfastx": ("
 _NO_STATISTICS = re.compile(r"(?:^|\s)-z\s*(-?\d+)")  # the last -z of a command line; -1: no statistics
 _FIELDS = ("query id", "query length", "subject id", "subject length", "% identity", "alignment length",
            "mismatches", "gap opens", "q. start", "q. end", "s. start", "s. end", "evalue", "bit score")
+
+
+def buffered(handle: BinaryIO) -> BinaryIO:
+    """``handle``, buffered if it is a raw stream: its ``readline`` would read a byte at a time (the
+    loader's look at a large file's first MiB gives one)."""
+    return io.BufferedReader(handle, 1 << 20) if isinstance(handle, io.RawIOBase) else handle
 
 
 def _shown(raw: bytes) -> str:
@@ -392,8 +399,9 @@ def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], No
     (``file:line: reason``) on anything that is not FASTA's tabular output, after the queries before."""
     st = _State(source, dicts, spill, warn)
     number = 0
+    readline = buffered(handle).readline
     while True:
-        raw = handle.readline(MAX_LINE + 1)
+        raw = readline(MAX_LINE + 1)
         if not raw:
             break
         number += 1

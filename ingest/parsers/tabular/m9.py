@@ -29,6 +29,7 @@ from ingest.errors import ParseError
 from ingest.parsers.pasta import parse as _parse_m10
 from ingest.parsers.pasta import parse_dicts as _parse_dicts_m10
 from ingest.parsers.pasta.spool import SPILL_HITS
+from ingest.parsers.tabular.blast import buffered
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
@@ -48,7 +49,7 @@ class SkipDisplay:
     emptied: ``read(n)`` gives whole lines, at least one, about ``n`` bytes."""
 
     def __init__(self, handle: BinaryIO, source: str, warn: Callable[[str], None] | None):
-        self.handle, self.source, self.warn = handle, source, warn
+        self.handle, self.source, self.warn = buffered(handle), source, warn
         self.skipping = False
         self.table = False  # the query under way has a best-scores table (lalign36 prints none)
         self.line = 0
