@@ -9,7 +9,6 @@ import re
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from ingest.parsers.pasta.query import _Run
     from ingest.parsers.pasta.reader import _Reader
 
 from ingest.model import Query
@@ -38,6 +37,25 @@ _HIST_ROW = re.compile(rb"([<> ])\s*(-?\d+) +(\d+)(?: +(\d+))? *:")
 # in a run whose command line has such a -m option, the next query line or ">>>///" ends
 # a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
 _UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
+
+
+class _Run:
+    """What the header of the current run says."""
+
+    __slots__ = ("index", "program", "version", "command", "queries", "complete", "unterminated", "layout")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.program: str | None = None
+        self.version: str | None = None
+        self.command: str | None = None
+        self.queries = 0
+        self.complete = False
+        # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
+        self.unterminated = False
+        # the fast path's regex for the last query's alignments: the next query's are usually
+        # alike (learning a layout was 2-3 % of a line profile of 900 queries of 40 hits)
+        self.layout = None
 
 
 class _QLine:

@@ -17,7 +17,7 @@ from ingest.parsers.pasta.common import _HitContext, _decode
 from ingest.parsers.pasta.fastpath import _fast_hits
 from ingest.parsers.pasta.header import (
     _UNTERMINATED, _cut_description, _ends_unterminated, _gi_stripped, _new_query, _QLine, _query_line, _read_header,
-    _read_params,
+    _read_params, _Run,
 )
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
 from ingest.parsers.pasta.segments import Block, Segments, continuation_description
@@ -38,25 +38,6 @@ _TRANSLATED = {
     "tfastf": ("protein", "dna"),
     "tfastm": ("protein", "dna"),
 }
-
-
-class _Run:
-    """What the header of the current run says."""
-
-    __slots__ = ("index", "program", "version", "command", "queries", "complete", "unterminated", "layout")
-
-    def __init__(self, index: int):
-        self.index = index
-        self.program: str | None = None
-        self.version: str | None = None
-        self.command: str | None = None
-        self.queries = 0
-        self.complete = False
-        # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
-        self.unterminated = False
-        # the fast path's regex for the last query's alignments: the next query's are usually
-        # alike (learning a layout was 2-3 % of a line profile of 900 queries of 40 hits)
-        self.layout = None
 
 
 def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True,
