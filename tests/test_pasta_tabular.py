@@ -88,9 +88,13 @@ def test_every_value_is_the_files_own(path):
             assert (q["query_length"] + q.get("query_fragments", 1) - 1, h["hit_length"]) == (int(qlen), int(slen))
         else:
             qid, sid, *rest = row
-            assert "hit_length" not in h
+            assert "hit_length" not in h or "query_seq" in s  # an -m 10 block's sq_len
         pid, alen, mism, gapo, qs, qe, ss, se, ev, bits = rest[:10]
         assert (q["query_id"], h["hit_id"]) == (qid, sid) or qid == "" and h["hit_id"] == sid  # a nameless query
+        if "query_seq" in s:  # a row with its -m 10 block beside (ssearch36_8CB_and_10.m10): the block's values
+            assert s["extra"]["mismatches"] == int(mism) and (s["query_start"], s["query_end"]) == tuple(
+                sorted((int(qs), int(qe))))
+            continue
         assert f"{s['identity'] * 100:.2f}" == pid
         assert (s["overlap"], s["extra"]["mismatches"], s["extra"]["gap_opens"]) == (int(alen), int(mism), int(gapo))
         if " -z -1 " in (q.get("command") or ""):  # no statistics: FASTA's columns are not E() and bits
@@ -160,12 +164,74 @@ def test_biopython_reads_the_first_query_alike():
         assert round(a.annotations["% identity"] / 100, 4) == s["identity"]
 
 
-def test_alignments_after_the_rows_are_skipped_with_a_warning():
+def test_m0_alignments_after_the_rows_are_skipped_with_a_warning():
     warned = []
-    got = _parsed(TAB / "ssearch36_8CB_and_10.m10", warn=warned.append)
-    assert [len(h["hsps"]) for h in got[0]["hits"]] == [1, 1, 2]  # FEPE's two alignments, one hit
-    assert len(warned) == 1 and "alignments printed after the table rows" in warned[0]
-    assert warned[0].startswith(f"{TAB / 'ssearch36_8CB_and_10.m10'}:12: ")
+    got = _parsed(TAB / "ssearch36_d1.m8", warn=warned.append)
+    assert [len(q["hits"]) for q in got] == [9, 1, 7]
+    assert len(warned) == 1 and "-m 0 alignments printed after the table rows (-d) are not read" in warned[0]
+    assert warned[0].startswith(f"{TAB / 'ssearch36_d1.m8'}:10: ")
+
+
+def _block_values(path: Path, key: str) -> list[str]:
+    """The values of the file's own '; KEY:' lines, in order (the -m 10 blocks), read without a parser."""
+    return [line.split(": ", 1)[1] for line in path.read_text().splitlines() if line.startswith(f"; {key}:")]
+
+
+def test_m10_blocks_beside_the_table_are_joined_to_their_rows():
+    """-m 8CB -m 10 -d 2: the first two hits have their -m 10 blocks' values (as a -m 10 file's aligned
+    hits), their rows' mismatches, gap opens and BTOP in extra; FEPE (no block) its rows'."""
+    path = TAB / "ssearch36_8CB_and_10.m10"
+    warned = []
+    (q,) = _parsed(path, warn=warned.append)
+    assert warned == [] and q["params"]["pg_name"] == "ssearch36" and q["params"]["pg_matrix"] == "BL50 (15:-5)"
+    gt, ok, fepe = q["hits"]
+    _, rows = _own_lines(path)
+    for hit, row, n in ((gt, rows[0], 0), (ok, rows[1], 1)):
+        (s,) = hit["hsps"]
+        assert hit["aligned"] and hit["hit_id"] == row[1]
+        assert s["score"] == int(_block_values(path, "sw_score")[n])
+        assert s["z_score"] == float(_block_values(path, "sw_z-score")[n])
+        assert s["identity"] == float(_block_values(path, "sw_ident")[n])  # the block's, not the row's %
+        assert s["overlap"] == int(_block_values(path, "sw_overlap")[n])
+        assert (s["query_start"], s["query_end"]) == (int(row[6]), int(row[7]))
+        assert len(s["query_seq"]) == len(s["hit_seq"]) == s["overlap"]
+        assert s["extra"] == {"mismatches": int(row[4]), "gap_opens": int(row[5]), "al_code": row[12]}
+    assert [len(h["hsps"]) for h in q["hits"]] == [1, 1, 2] and "query_seq" not in fepe["hsps"][0]
+    assert fepe["hsps"][1]["identity"] == 0.3333
+
+
+def test_m10_blocks_beside_a_dna_table_are_the_m10_samples_aligned_hits():
+    """-m 10,8CC -d 3 of the search of ssearch36_dna_ref.m10: each query's first 3 hits are its aligned
+    hits there, value for value (sequences, scores, strands, coordinates, the sequence's length); the
+    others are their rows, at the same coordinates."""
+    got = _parsed(TAB / "ssearch36_dna_ref_10_8CC.m10")
+    with open(M10 / "ssearch36_dna_ref.m10", "rb") as fh:
+        m10 = list(pasta.parse_dicts(fh, "ssearch36_dna_ref.m10"))
+    assert len(got) == len(m10) == 2
+    for t, m in zip(got, m10):
+        assert len(t["hits"]) == len(m["hits"]) == 18
+        for n, (ht, hm) in enumerate(zip(t["hits"], m["hits"])):
+            assert ht["hit_id"].endswith(hm["hit_id"]) and len(ht["hsps"]) == len(hm["hsps"])
+            for st, sm in zip(ht["hsps"], hm["hsps"]):
+                if n < 3:
+                    assert {k: v for k, v in st.items() if k != "extra"} == {
+                        k: v for k, v in sm.items() if k != "extra"}
+                    assert set(st["extra"]) == {"mismatches", "gap_opens", "al_code"} | set(sm.get("extra") or ())
+                else:
+                    assert "query_seq" not in st and all(st[k] == sm[k] for k in (
+                        "query_start", "query_end", "hit_start", "hit_end", "query_strand", "hit_strand", "evalue"))
+            assert (ht.get("hit_length") == hm["hit_length"]) == (n < 3)  # no L column: only a block's
+
+
+@pytest.mark.parametrize("edit, line, words", [
+    (lambda ls: ls.__setitem__(32, "; al_start: 54\n"), 12, "-m 10 block 1 ('GT8.7') aligns (54, 191, 60, 195)"),
+    (lambda ls: ls.__setitem__(24, "; sw_score: many\n"), 25, "is not a number"),
+])
+def test_a_bad_m10_block_beside_the_table_names_its_line(tmp_path, edit, line, words):
+    path = _damaged(tmp_path, "ssearch36_8CB_and_10.m10", edit)
+    with pytest.raises(ParseError) as info:
+        _parsed(path)
+    assert info.value.line == line and words in info.value.reason, info.value
 
 
 def test_the_format_is_chosen_by_content(tmp_path):
@@ -245,12 +311,12 @@ def test_parse_reads_a_folder_of_tabular_files(tmp_path):
     proc = _cli("parse", TAB, env={"SCI_INGEST_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
-    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 21 + 11
+    assert len(lines) == sum(len(_parsed(p)) for p in SAMPLES) + sum(len(_parsed9(p)) for p in M9) == 23 + 11
     assert sum(len(h["hsps"]) for q in lines for h in q["hits"]) == sum(
         len(_own_lines(p)[1]) for p in SAMPLES) + sum(len(rows) for p in M9 for _, rows in _own_tables(p))
-    # the alignments after the rows (two -m 8 files) or the tables (every -m 9 file), once a file; -z -1's
-    # E() and bits left out (one file)
-    assert proc.stderr.count("warning: ") == 2 + len(M9) + 1
+    # the -m 0 alignments after the rows (one -m 8 file) or the tables (every -m 9 file), once a file;
+    # -z -1's E() and bits left out (one file)
+    assert proc.stderr.count("warning: ") == 1 + len(M9) + 1
 
 
 def test_comments_without_a_query_are_refused(tmp_path):
@@ -275,8 +341,8 @@ def test_load_stores_tabular_searches(mongo_uri, db, tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["files"]["files_loaded"] == len(EVERY)
-    assert db.searches.count_documents({}) == 21 + 11
-    assert db.searches.count_documents({"source.format": "pasta-m8"}) == 21
+    assert db.searches.count_documents({}) == 23 + 11
+    assert db.searches.count_documents({"source.format": "pasta-m8"}) == 23
     assert db.searches.count_documents({"source.format": "pasta-m9"}) == 11
     rows = sum(len(_own_lines(p)[1]) for p in SAMPLES)
     assert sum(len(h["hsps"]) for h in db.hits.find({"source.path": {"$in": list(map(str, SAMPLES))}})) == rows

@@ -30,6 +30,10 @@ ssearch36 -m 8 -T 1 -z 3 -E 0.5 -d 1 inputs/prot_queries.fa inputs/prot_lib.fa >
 # -m 8CB -m 10: the table, then -m 10 alignment blocks; named .m10, read as tabular by its content
 ssearch36 -m 8CB -m 10 -T 1 -z 3 -b 3 -d 2 inputs/gtt1_drome.aa inputs/prot_test.lib > "$here/ssearch36_8CB_and_10.m10"
 
+# -m 10,8CC -d 3: the table, then -m 10 blocks of the first 3 hits (joined to their rows); the search of
+# ssearch36_dna_ref.m10, DNA on both strands
+ssearch36 -m 10,8CC -T 1 -z 3 -d 3 inputs/dna_ref_queries.fna inputs/dna_ref_lib.fna > "$here/ssearch36_dna_ref_10_8CC.m10"
+
 # ---- -m 9 family without -m 10 (format pasta-m9): -m 10's layout with FASTA's -m 0 alignments
 # (their trailers hold the time of the run, " start: ... done: ...", and the scan and display times: the
 # only lines that differ from one run to the next)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A sweep of FASTA's tables: 25 searches (every FASTA 36 program; DNA and protein; nameless sequences, a
 # 600-character title, a long library sequence in pieces with alternates, a query subrange, a long query
-# in segments, -z -1) x 14 output options (-m 8, 8C, 8CB, 8CC, 8CBL, "8CB -m 10", 10,8CC, 9, 9c, 9C,
-# 9B, 9i, "9c -d 0", "8C -d 2"), each output with its command in OUT_DIR (NAME.out, NAME.cmd);
+# in segments, -z -1) x 14 output options (-m 8, 8C, 8CB, 8CC, 8CBL, "8CB -m 10", "10,8CC -d 3", 9, 9c,
+# 9C, 9B, 9i, "9c -d 0", "8C -d 2"), each output with its command in OUT_DIR (NAME.out, NAME.cmd);
 # then samples/pasta_tab/sweep_check.py OUT_DIR parses each (format by content) and compares the
 # -m 8CBL, -m 8 and -m 9c ones with the -m 10 output of the same search.
 #
@@ -29,7 +29,7 @@ declare -A ARGS=(
 )
 for k in "${!ARGS[@]}"; do
   IFS='|' read prog rest <<< "${ARGS[$k]}"
-  for m in 8 8C 8CB 8CC 8CBL "8CB -m 10" "10,8CC" 9 9c 9C 9B 9i "9c -d 0" "8C -d 2"; do
+  for m in 8 8C 8CB 8CC 8CBL "8CB -m 10" "10,8CC -d 3" 9 9c 9C 9B 9i "9c -d 0" "8C -d 2"; do
     name="$k.$(echo $m | tr -d ' ,-')"
     eval timeout 60 $prog -m $m -T 1 -z 3 $rest > "$out/$name.out" 2>/dev/null
     echo "$prog -m $m -T 1 -z 3 $rest" > "$out/$name.cmd"

@@ -1,7 +1,9 @@
 """Read the outputs of samples/pasta_tab/sweep.sh: each by the format its content gives (as `parse` and
-`load` choose it), and the -m 8CBL, -m 8 and -m 9c ones against the -m 10 output of the same search
-(run here: the same command with -m 10, or -m 10 -m 9c), value by value.  Prints what differs, then a
-count of each outcome.
+`load` choose it), and the -m 8CBL, -m 8, -m 9c and "-m 10,8CC -d 3" ones against the -m 10 output of
+the same search (run here: the same command with -m 10, -m 10 -m 9c, or -m 10 -d 3), value by value
+(a hit shown only in the -m 10 table: its E() and bits; a hit with an -m 10 block beside the table's
+rows: every value of its -m 10 alignments).  Prints what differs,
+then a count of each outcome.
 
     .venv/bin/python samples/pasta_tab/sweep_check.py [OUT_DIR]    # default /tmp/pasta_tab_sweep
 """
@@ -44,12 +46,15 @@ def differences(mode: str, got: list[dict], m10: list[dict]) -> list[str]:
                     ("query_id", "query_length", "query_type", "library_type", "library", "version")
                     if t.get(k) != m.get(k)]
         for ht, hm in zip(t["hits"], m["hits"]):
-            if len(ht["hsps"]) != len(hm["hsps"]):
+            if len(ht["hsps"]) != len(hm["hsps"]) and hm["aligned"]:  # a table-only hit: its first row
                 out.append(f"{ht['hit_id']}: alignments {len(ht['hsps'])} vs {len(hm['hsps'])}")
             if "hit_length" in ht and ht["hit_length"] != hm.get("hit_length"):
                 out.append(f"{ht['hit_id']}: hit_length {ht['hit_length']} vs {hm.get('hit_length')}")
+            keys = KEYS if hm["aligned"] else ("evalue", "bits")  # a table-only hit: no coordinates
+            if mode == "108CCd3" and hm["aligned"]:  # its -m 10 block: every value of it
+                keys = [k for k in {**ht["hsps"][0], **hm["hsps"][0]} if k != "extra"]
             for st, sm in zip(ht["hsps"], hm["hsps"]):
-                out += [f"{ht['hit_id']} {k} {st.get(k)} vs {sm.get(k)}" for k in KEYS
+                out += [f"{ht['hit_id']} {k} {st.get(k)} vs {sm.get(k)}" for k in keys
                         if (k in st or mode != "8") and st.get(k) != sm.get(k)]
     return out
 
@@ -72,10 +77,11 @@ def main(out_dir: Path) -> int:
             continue
         outcome[f"read ({name})"] += 1
         mode = path.stem.rsplit(".", 1)[1]
-        if mode not in ("8CBL", "8", "9c"):
+        if mode not in ("8CBL", "8", "9c", "108CCd3"):
             continue
         command = path.with_suffix(".cmd").read_text().strip()
-        twin = command.replace(f"-m {mode} ", "-m 10 " if mode != "9c" else "-m 10 -m 9c ")
+        option = {"108CCd3": "10,8CC"}.get(mode, mode)
+        twin = command.replace(f"-m {option} ", "-m 10 " if mode != "9c" else "-m 10 -m 9c ")
         text = subprocess.run(twin, shell=True, capture_output=True, cwd=PASTA).stdout
         m10 = list(pasta.parse_dicts(io.BytesIO(text), twin, warn=lambda message: None))
         diff = differences(mode, got, m10)

@@ -28,9 +28,15 @@ What FASTA prints (36.3.8i; ``-m 8`` and its letters, in one ``-m`` argument)::
 line names them whether printed or not: the columns are counted); ``B`` adds the BTOP string and
 ``C`` (a second one, ``8CC``) a CIGAR string as a last column.  Without ``C`` there are no comment
 lines: a query is its run of rows with one query id, and a query without hits leaves no trace.
-With ``-d N`` (or ``-m 10`` beside, ``-m 8CB -m 10``) FASTA prints alignments after each query's
-rows (``-m 0`` style from ``>>ID``, or ``-m 10`` blocks from ``>>>ID, N aa vs``): they are skipped,
-with one warning for the file; each hit's values are its rows'.
+With ``-d N`` FASTA prints ``-m 0`` alignments after each query's rows (from ``>>ID``): they are
+skipped, with one warning for the file; each hit's values are its rows'.  With ``-m 10`` beside
+(``-m 8CB -m 10``, ``-m 10,8CC``, and ``-d N`` for any to be shown) it prints the ``-m 10`` blocks of
+the first hits there instead: they are read by the ``-m 10`` parser and joined to their rows
+(:mod:`ingest.parsers.tabular.beside`): such a hit has its blocks' values, as a ``-m 10`` file's
+aligned hit (``score``, ``opt_score``, ``z_score``, ``identity`` and ``overlap`` as the block prints
+them, ``similarity``, sequences, ``hit_length`` its ``; sq_len:``), its rows' ``mismatches``,
+``gap_opens`` and ``al_code`` in ``extra``, and the query the ``; pg_*`` lines in ``params`` (but for a
+query FASTA gives no name, whose blocks name its side after the query file: skipped, a warning).
 
 Rows of one library sequence follow one another: consecutive rows with the same subject id and the
 same strands are one hit (its alternate alignments, the ``>--`` of ``-m 10``), in table order

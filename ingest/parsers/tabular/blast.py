@@ -13,6 +13,7 @@ from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
 from ingest.parsers.pasta.reader import MAX_LINE
 from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
+from ingest.parsers.tabular import beside
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
@@ -156,6 +157,7 @@ class _State:
         self.printed_length: int | None = None  # the query's length as printed (# Query:, or the L column)
         self.ended = True  # the run ended ("# ... processed N queries"), or none began
         self.no_statistics = False  # the run's command has -z -1
+        self.section: dict | None = None  # the query's -m 10 part (-m 8CB -m 10), read by beside.read_section
 
     def error(self, line: int, reason: str) -> ParseError:
         return ParseError(reason, source=self.source, line=line)
@@ -191,14 +193,22 @@ class _State:
         self.alignments = False
         n = self.expected
         if n is None or hits.count == n:
-            return q, hits.finish()
-        if hits.sequences == n:  # an alternate alignment scoring higher than the one before it
-            return q, hits.regrouped("sequence")
-        if hits.rows == n:
-            return q, hits.regrouped("row")
-        raise self.error(self.expected_line, f"query {q.query_id!r}: '# {n} hits found' but its {hits.rows} rows "
-                         f"(to line {line - 1}) are {hits.count} hits ({hits.sequences} runs of one library "
-                         "sequence and strand)")
+            found = hits.finish()
+        elif hits.sequences == n:  # an alternate alignment scoring higher than the one before it
+            found = hits.regrouped("sequence")
+        elif hits.rows == n:
+            found = hits.regrouped("row")
+        else:
+            raise self.error(self.expected_line, f"query {q.query_id!r}: '# {n} hits found' but its {hits.rows} "
+                             f"rows (to line {line - 1}) are {hits.count} hits ({hits.sequences} runs of one "
+                             "library sequence and strand)")
+        m10, self.section = self.section, None
+        if m10 is None:
+            return q, found
+        for key in ("query_length", "query_type", "library_type", "library", "program", "version", "params"):
+            if getattr(q, key) is None:  # what the -m 10 part says and the comments did not
+                setattr(q, key, m10.get(key))
+        return q, beside.joined(found, m10, self.dicts, self.spill, self.source)
 
     # -------------------------------------------------------------- comments
     def comment(self, line: int, text: str):
@@ -379,8 +389,8 @@ class _State:
 
     # -------------------------------------------------------------- alignments
     def other(self, line: int, raw: bytes) -> None:
-        """A line that is neither a comment nor a row: the alignments FASTA prints after a query's rows
-        (``-m 10`` blocks from ``>>>ID, N aa vs``, or ``-d N`` ones from ``>>ID``), skipped."""
+        """A line that is neither a comment nor a row: the ``-m 0`` alignments FASTA prints after a
+        query's rows with ``-d N`` (from ``>>ID``), skipped (its ``-m 10`` part is :mod:`.beside`'s)."""
         if self.alignments:
             return
         if self.query is None or not raw.startswith(b">>"):
@@ -388,7 +398,7 @@ class _State:
         self.alignments = True
         if not self.warned_alignments and self.warn is not None:
             self.warned_alignments = True
-            self.warn(f"{self.source}:{line}: the alignments printed after the table rows (-m 10, -d) are not "
+            self.warn(f"{self.source}:{line}: the -m 0 alignments printed after the table rows (-d) are not "
                       "read: each hit's values are its rows'")
 
 
@@ -399,12 +409,12 @@ def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], No
     (``file:line: reason``) on anything that is not FASTA's tabular output, after the queries before."""
     st = _State(source, dicts, spill, warn)
     number = 0
-    readline = buffered(handle).readline
+    lines = beside.Lines(buffered(handle), MAX_LINE)
     while True:
-        raw = readline(MAX_LINE + 1)
+        raw = lines.next()
         if not raw:
             break
-        number += 1
+        number = lines.number
         if len(raw) > MAX_LINE:
             raise st.error(number, f"line longer than {MAX_LINE} bytes")
         raw = raw.rstrip(b"\r\n")
@@ -423,6 +433,15 @@ def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], No
         else:
             if b"\0" in raw:
                 raise st.error(number, "a NUL byte: not text")
+            if (raw[:3] == b">>>" and raw[3:6] not in (b"<<<", b"///") and st.query is not None
+                    and not st.alignments):  # the query's -m 10 part (-m 8CB -m 10): read, joined to the rows
+                st.alignments = True
+                if st.nameless:  # FASTA names its query side after the query file: not -m 10's layout
+                    st._warn(number, f"the -m 10 alignments of query {st.query.query_id!r} (a sequence FASTA "
+                                     "gives no name) are not read: each hit's values are its rows'")
+                    continue
+                st.section = beside.read_section(lines, raw, st.query, st.command, st.nameless, source, warn)
+                continue
             st.other(number, raw)
             continue
         if done is not None:
