@@ -28,10 +28,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 __all__ = ["Hsp", "Hit", "Query"]
 
 
-def _drop_none(pairs) -> dict[str, Any]:
-    return {k: v for k, v in pairs if v is not None}
-
-
 @dataclass(slots=True)
 class Hsp:
     """One alignment between the query and a hit.
@@ -147,7 +143,7 @@ class Query:
     hits: list[Hit] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = _drop_none((name, getattr(self, name)) for name in _QUERY_SCALARS)
+        d = {k: v for k, v in zip(_QUERY_SCALARS, _query_values(self)) if v is not None}
         if self.params is not None:
             d["params"] = dict(self.params)
         d["hits"] = [h.to_dict() for h in self.hits]
@@ -157,3 +153,4 @@ class Query:
 _QUERY_SCALARS = tuple(
     f for f in Query.__slots__ if f not in ("params", "hits")  # type: ignore[attr-defined]
 )
+_query_values = attrgetter(*_QUERY_SCALARS)

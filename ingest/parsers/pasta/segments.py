@@ -55,6 +55,7 @@ join it (a subrange ending at or past 39,990), since what was searched is otherw
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from ingest.parsers.pasta.spool import HitSpool
 
@@ -369,11 +370,23 @@ def continuation_description(q, first, dicts: bool) -> None:
         q.query_description = first.query_description
 
 
+_START, _END = itemgetter("query_start"), itemgetter("query_end")
+
+
 def _check_inside(r, q, line: int, lo: int, hi: int, dicts: bool, what: str) -> None:
     hits = q["hits"] if dicts else q.hits
     if isinstance(hits, HitSpool) and (hits.query_low is None or (
             hits.query_low + hits.query_shift >= lo and hits.query_high + hits.query_shift <= hi)):
         return  # a spilled block within the range (else read to name the first alignment outside)
+    if dicts and isinstance(hits, list) and hits:
+        # every alignment of a query, as most are: a pass in C over the least start and greatest end
+        # (the loop below, for each query, was 2-3 % of `sci-ingest parse` on 900 small DNA queries)
+        hsps = [hsp for hit in hits for hsp in hit["hsps"]]
+        try:
+            if min(map(_START, hsps)) >= lo and max(map(_END, hsps)) <= hi:
+                return
+        except KeyError:  # a hit of the best-scores table only: no coordinates
+            pass
     for hit in hits:
         for hsp in hit["hsps"] if dicts else hit.hsps:
             a, b = (hsp.get("query_start"), hsp.get("query_end")) if dicts else (hsp.query_start, hsp.query_end)
