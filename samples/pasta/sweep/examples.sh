@@ -9,7 +9,7 @@
 #   bash samples/pasta/sweep/sweep.sh examples [OUT_DIR]     (or: bash .../examples.sh [OUT_DIR])
 #
 # OUT_DIR defaults to ${TMPDIR:-/tmp}/sci-ingest-sweep-examples (never the repository);
-# JOBS=2 runs two at a time (default); FASTA_EXAMPLES=DIR to read the examples elsewhere;
+# JOBS=2 runs two at a time (default); FASTA_TIMEOUT=300 stops a FASTA run after 300 s (exit 124); FASTA_EXAMPLES=DIR to read the examples elsewhere;
 # SWEEP_ONLY=REGEX runs only the runs whose name (PROG__FILE[__H]) matches; SWEEP_REUSE=1 parses
 # and checks the outputs of an earlier run in OUT_DIR again (a new parser) without running FASTA.
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -51,7 +51,7 @@ done
 if [ -n "${SWEEP_ONLY:-}" ]; then
     grep -E "^[^\t]*($SWEEP_ONLY)[^\t]*\t" commands.tsv > commands.only; mv commands.only commands.tsv
 fi
-export HERE
+export HERE FASTA_TIMEOUT="${FASTA_TIMEOUT:-300}"
 tr '\n' '\0' < commands.tsv | xargs -0 -P "${JOBS:-2}" -n 1 bash -c \
     '. "$HERE/lib.sh"; run "${1%%$'"'"'\t'"'"'*}" "${1#*$'"'"'\t'"'"'}" > /dev/null' _
 # results.jsonl in the commands' order (the runs finish in any order)

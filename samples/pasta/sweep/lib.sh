@@ -1,5 +1,6 @@
 # helper: run NAME 'COMMAND' [M10FILE]   (COMMAND's stdout -> out/NAME.m10 unless M10FILE given;
-# SWEEP_REUSE=1: a run whose FASTA output is there is only parsed and checked again)
+# SWEEP_REUSE=1: a run whose FASTA output is there is only parsed and checked again; FASTA is
+# stopped after FASTA_TIMEOUT seconds, 600 unless set: exit 124)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 SWEEP="${SWEEP:-${SWEEP_DIR:-${TMPDIR:-/tmp}/sci-ingest-sweep}}"
 PARSE="$ROOT/.venv/bin/sci-ingest"
@@ -10,10 +11,10 @@ run() {
     if [ -n "${SWEEP_REUSE:-}" ] && [ -f "out/$name.frc" ]; then  # parse and check FASTA's output again
         frc=$(cat "out/$name.frc"); m10=${m10:-out/$name.m10}
     elif [ -n "$m10" ]; then
-        eval "$cmd" > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
+        timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
     else
         m10="out/$name.m10"
-        eval "$cmd" > "$m10" 2> "out/$name.fasta.err"; frc=$?
+        timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" > "$m10" 2> "out/$name.fasta.err"; frc=$?
     fi
     echo "$frc" > "out/$name.frc"
     [ -f "$m10" ] || : > "$m10"
