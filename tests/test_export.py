@@ -50,9 +50,10 @@ def cli(mongo_uri, db_name, *argv, cwd):
 def test_acceptance_export_hits_to_parquet_has_every_document(mongo_uri, samples, tmp_path):
     proc = cli(mongo_uri, samples.name, "export", "hits", "--format", "parquet", "--out", "x.parquet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "exported 672 rows of hits to x.parquet" in proc.stderr
+    n = samples.hits.count_documents({})  # every hit of the bundled samples (hundreds)
+    assert n > 500 and f"exported {n} rows of hits to x.parquet" in proc.stderr
     frame = pd.read_parquet(tmp_path / "x.parquet")
-    assert len(frame) == samples.hits.count_documents({}) == 672
+    assert len(frame) == n
     assert list(frame.columns) == [f.name for f in HITS.fields]
     assert str(frame["evalue"].dtype) == "float64" and str(frame["rank"].dtype) == "int64"
     stored = {d["_id"]: d for d in samples.hits.find()}
@@ -159,7 +160,8 @@ def test_batches_stream_and_an_empty_result_is_a_valid_file(samples, tmp_path):
     spec = build(HITS, fields="query_id,evalue,rank", sort="rank")
     small = export(samples.hits, spec, "parquet", str(tmp_path / "small.parquet"), batch_size=7, ahead=2)
     whole = export(samples.hits, spec, "parquet", str(tmp_path / "whole.parquet"), batch_size=5000)
-    assert small.rows == whole.rows == 672 and small.fast_batches >= 96
+    n = samples.hits.count_documents({})
+    assert small.rows == whole.rows == n and n > 500 and small.fast_batches >= n // 7
     assert pd.read_parquet(tmp_path / "small.parquet").equals(pd.read_parquet(tmp_path / "whole.parquet"))
     none = build(HITS, where='query_id == "nothing"')
     empty = export(samples.hits, none, "parquet", str(tmp_path / "empty.parquet"))
