@@ -93,9 +93,10 @@ class Section:
 
 
 def read_section(lines: Lines, summary: bytes, q, command: str | None, nameless: bool, source: str,
-                 warn: Callable[[str], None] | None) -> dict:
+                 warn: Callable[[str], None] | None, spill: int | None) -> dict:
     """The ``-m 10`` part of query ``q`` (a :class:`~ingest.model.Query` of the rows; ``nameless``: FASTA
-    gave it no name), its summary line just read: the ``-m 10`` parser's query dict (its hits a list).
+    gave it no name), its summary line just read: the ``-m 10`` parser's query dict (its hits a list, or
+    past ``spill`` hits a spool, as the parser gives them).
     The query line made for it holds the id alone (the description is the comments'; a long one would
     be cut as FASTA cuts its titles), after a blank for a query without a name."""
     m = SUMMARY.fullmatch(summary.rstrip(b"\r\n"))
@@ -112,7 +113,7 @@ def read_section(lines: Lines, summary: bytes, q, command: str | None, nameless:
             warn(pattern.sub(lambda w: f"{source}:{section.line(int(w.group(1)))}: ", message, count=1))
 
     try:
-        queries = list(_parse_m10(section, source, warn=warned, spill=None))
+        queries = list(_parse_m10(section, source, warn=warned, spill=spill))
     except ParseError as exc:
         raise ParseError(exc.reason, source=source, line=section.line(exc.line)) from None
     if len(queries) != 1:
@@ -132,14 +133,15 @@ def _same_sequence(row_id: str, block_id: str) -> bool:
 def joined(hits, m10: dict, dicts: bool, spill: int | None, source: str):
     """``hits`` (the rows' hits, a list or a spool, in table order) with the first ones given their
     ``-m 10`` blocks' values (``m10``: :func:`read_section`'s query); the others as they are."""
-    blocks = m10["hits"]
-    first, last = m10["_lines"]
+    count = len(m10["hits"])
+    blocks = iter(m10["hits"])  # a list, or a spool: read once, in order
+    first = m10["_lines"][0]
     out: list = []
     spool: HitSpool | None = None
     k = 0
     for hit in hits:
-        if k < len(blocks):
-            hit = _join(hit if dicts else hit.to_dict(), blocks[k], k + 1, source, first)
+        if k < count:
+            hit = _join(hit if dicts else hit.to_dict(), next(blocks), k + 1, source, first)
             if not dicts:
                 hit = Hit(**{key: value for key, value in hit.items() if key != "hsps"},
                           hsps=[Hsp(**hsp) for hsp in hit["hsps"]])
@@ -149,8 +151,8 @@ def joined(hits, m10: dict, dicts: bool, spill: int | None, source: str):
             spool = spool or HitSpool()
             spool.extend(out)
             out = []
-    if k < len(blocks):
-        raise ParseError(f"the -m 10 part has {len(blocks)} alignments' hits but the table {k}", source=source,
+    if k < count:
+        raise ParseError(f"the -m 10 part has {count} alignments' hits but the table {k}", source=source,
                          line=first)
     if spool is None:
         return out

@@ -440,7 +440,8 @@ def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], No
                     st._warn(number, f"the -m 10 alignments of query {st.query.query_id!r} (a sequence FASTA "
                                      "gives no name) are not read: each hit's values are its rows'")
                     continue
-                st.section = beside.read_section(lines, raw, st.query, st.command, st.nameless, source, warn)
+                st.section = beside.read_section(lines, raw, st.query, st.command, st.nameless, source, warn,
+                                                 spill if dicts else None)
                 continue
             st.other(number, raw)
             continue
