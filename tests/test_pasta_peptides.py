@@ -159,3 +159,32 @@ def test_a_translated_peptide_alignment_displayed_from_past_its_start_is_read(tm
             assert hsp["query_seq"] == seq.strip("-")
             assert len(hsp["hit_seq"]) == len(hsp["query_seq"])
     assert parse_file(out, fast=True) == parse_file(out, fast=False)
+
+
+def test_a_table_only_peptide_hit_has_no_score_and_validation_asks_none(db, mongo_uri, load_files):
+    """A peptide-mixture table prints initn, init1, bits and E() but no opt column: a hit of the table
+    only has no score, and the hits suite's "every alignment has a score" asks it of aligned hits only
+    (it failed every such real output).  An aligned hit without a score still fails it."""
+    from analytics.validation.run import validate
+
+    name = "fasts36_table_only.m10"
+    head = (SAMPLES / name).read_text().split("The best scores are:", 1)[1].splitlines()[0]
+    assert head.split() == ["initn", "init1", "bits", "E(6)", "sn", "sl"]  # no opt, no sw
+    [q] = parse_file(SAMPLES / name)
+    table_only = [h for h in q.hits if not h.aligned]
+    assert table_only and all(h.hsps[0].score is None and h.hsps[0].bits is not None for h in table_only)
+    assert all(h.hsps[0].score is not None for h in q.hits if h.aligned)
+    load_files([SAMPLES / name])
+
+    def score_check(report):
+        [suite] = report.suites
+        return next(r for r in suite.results if r["expectation"] == "expect_column_values_to_not_be_null"
+                    and r["column"] == "hsps.score")
+
+    assert score_check(validate(mongo_uri, db.name, "run-peptides", suites=["hits"]))["success"]
+    doc = db.hits.find_one({"aligned": True})
+    doc.pop("_id")
+    doc["_id"], doc["hsps"] = "an aligned hit without a score", [{k: v for k, v in doc["hsps"][0].items()
+                                                                  if k != "score"}]
+    db.hits.insert_one(doc)
+    assert not score_check(validate(mongo_uri, db.name, "run-peptides-2", suites=["hits"]))["success"]
