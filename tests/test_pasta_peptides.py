@@ -188,3 +188,31 @@ def test_a_table_only_peptide_hit_has_no_score_and_validation_asks_none(db, mong
                                                                   if k != "score"}]
     db.hits.insert_one(doc)
     assert not score_check(validate(mongo_uri, db.name, "run-peptides-2", suites=["hits"]))["success"]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "checking path"])
+def test_rows_of_empty_alignments_without_one_become_table_only_hits(fast):
+    """tfasts36 -E 1000: past the E() bound the table lists rows of empty alignments (every score 0),
+    and FASTA aligns some of them only; each alignment pairs with the row of its sequence and frame
+    (RABGLTR [2] and [6] aligned, [4] not), the others become table-only hits.  The file was refused
+    ("alignment 26 ... is for 'RABALP1A' but its row of the best-scores table is 'BTGST'")."""
+    name = "tfasts36_unaligned_rows.m10"
+    text = (SAMPLES / name).read_text()
+    rows = []  # (id, frame, initn) of each table row, from the file
+    for line in text.split("The best scores are:", 1)[1].splitlines()[1:]:
+        if not line.strip():
+            break
+        m = re.match(r"(\S+) .*\(\s*\d+\) \[(\d)\]\s+(\d+)", line)
+        rows.append((m.group(1), m.group(2), int(m.group(3))))
+    aligned = re.findall(r"^>>(\S+).*\n; tfs_frame: (\d)$", text, re.M)  # each alignment's id and frame
+    assert len(rows) == 36 and len(aligned) == 28
+    [q] = parse_file(SAMPLES / name, fast)
+    got = [(h.hit_id, h.hsps[0].frame) for h in q.hits if h.aligned]
+    assert got == aligned  # in file order
+    table_only = [h for h in q.hits if not h.aligned]
+    pairs = {(i, f) for i, f, _ in rows}
+    assert len(pairs) == len(rows)  # sequence and frame name one row
+    assert sorted(got + [(h.hit_id, h.hsps[0].frame) for h in table_only]) == sorted((i, f) for i, f, _ in rows)
+    zero = {(i, f) for i, f, initn in rows if initn == 0}
+    assert {(h.hit_id, h.hsps[0].frame) for h in table_only} == zero - set(got) and len(table_only) == 8
+    assert [h.rank for h in q.hits] == list(range(1, 37))

@@ -217,6 +217,9 @@ run tfastm36_peptides.m10         tfastm36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs
 # hits of the best-scores table only (-b 6 -d 2): a peptide-mixture table prints no opt column, so such a
 # hit has no score (validation asks a score of aligned hits only)
 run fasts36_table_only.m10        fasts36 -m 10 -T 1 -z 3 -b 6 -d 2 inputs/n2s.aa inputs/n2_fs.lib
+# -E 1000: rows of empty alignments (every score 0) past the E() bound, some aligned, some not: FASTA prints
+# no alignment for BTGST [1] and [5], pGT875 [1] and [6], RABGLTR [4] among those it aligns
+run tfasts36_unaligned_rows.m10   tfasts36 -m 10 -T 1 -z 3 -E 1000 inputs/n2s.aa inputs/gst.nlib
 # fastf/tfastf: a mixture of 4 peptides of mgstm1 (m1r.aa; fastf36 36.3.8i crashes with SIGSEGV on
 # ngts.aa).  With -z 3 on a library this small the statistics overflow: "; ff_z-score:  inf",
 # bits "inf" and E() 0 are what the program prints, and what the parser reads.

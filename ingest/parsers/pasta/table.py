@@ -53,7 +53,7 @@ class Table:
     (``Hit.to_dict()``): then the table must keep them (:func:`_table_keeps_hits`)."""
 
     __slots__ = ("r", "q", "cols", "cols9", "rows", "row1", "general", "e2", "warn", "dicts", "n_al", "taken",
-                 "groups", "plus_first", "stopped", "id_error", "row_error", "warnings")
+                 "groups", "plus_first", "stopped", "id_error", "row_error", "warnings", "unaligned")
 
     def __init__(self, r, q: Query, table: tuple, warn, dicts: bool = False):
         cols, cols9, rows, row1, plus = table
@@ -64,6 +64,7 @@ class Table:
         self.e2 = "E2()" in cols  # -z 21..26: the second E() is only in the table
         self.n_al = 0  # aligned hits given
         self.taken = 0  # rows taken
+        self.unaligned: list[tuple[bytes, int]] = []  # rows passed over without an alignment (_pair), their lines
         self.groups = 0  # groups of rows taken (general)
         first = self.rows.peek()
         # a first "+-" row (more alignments of no sequence) fails the table before anything
@@ -105,10 +106,15 @@ class Table:
         # carries all their values); the other rows become table-only hits.  Usually
         # each row starts with its hit's id (ids have no spaces: then the row's first
         # word contains the id, which _check_row_ids accepts)
+        lines = None  # the rows' lines, when not line0, line0 + 1, ... (_pair)
         if not all(map(bytes.startswith, rows, ids)):
-            row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows]
-            if self._ids_differ(ids, row_ids, [line0 + i for i in range(len(rows))], k0):
-                return
+            paired = self._pair(ids, [_frame_of(h, self.dicts) for h in hits], rows, line0)
+            if paired is None:
+                row_ids = [raw.lstrip().partition(b" ")[0] for raw in rows]
+                if self._ids_differ(ids, row_ids, [line0 + i for i in range(len(rows))], k0):
+                    return
+            else:
+                rows, lines = paired
         _whole_lengths(hits, rows, self.dicts)
         if self.e2 and self.row_error is None:
             qtype, ltype = q.query_type, q.library_type
@@ -117,10 +123,53 @@ class Table:
                 for i, hit in enumerate(hits):
                     x = hit.hsps[0]
                     if x.evalue2 is None:
-                        x.evalue2 = _parse_row(rows[i], line0 + i, self.cols, None, qtype, ltype, r.source,
-                                               warn)[1].evalue2
+                        x.evalue2 = _parse_row(rows[i], line0 + i if lines is None else lines[i], self.cols, None,
+                                               qtype, ltype, r.source, warn)[1].evalue2
             except ParseError as exc:
                 self.row_error = exc
+
+    def _pair(self, ids: list[bytes], frames: list, rows: list[bytes], line0: int):
+        """The rows of the alignments ``ids`` when FASTA printed no alignment for some rows among
+        them, each a row of an empty alignment (every score column 0: tfasts36 and tfastm36 list such
+        rows past ``-E``'s bound and align some of them), a row naming the hit's sequence and, when
+        it shows one (``[2]``), the frame of the hit's first alignment (``frames``): (the rows, in the
+        order of ``ids``, the
+        line of the first); the rows passed over join :attr:`unaligned` (table-only hits), and
+        more rows are taken as needed.  None when a row that is not empty names another sequence
+        (the error _check_row_ids gives), or the table ends first."""
+        pool, out, lines, unaligned = list(rows), [], [], []
+        i = j = 0
+        while i < len(ids):
+            if j == len(pool):
+                more = self.rows.take(1)
+                if not more:
+                    return None
+                pool += more
+            raw, line = pool[j], line0 + j
+            row_id = raw.lstrip().partition(b" ")[0]
+            if row_id and (row_id.find(ids[i]) >= 0 or ids[i].find(row_id) >= 0) \
+                    and frames[i] in (None, _row_frame(raw)):
+                out.append(raw)
+                lines.append(line)
+                i += 1
+            elif self._empty(raw, line):
+                unaligned.append((raw, line))
+            else:
+                return None
+            j += 1
+        self.taken += j - len(rows)
+        self.unaligned += unaligned
+        return out, lines
+
+    def _empty(self, raw: bytes, line: int) -> bool:
+        """Whether the row's score columns (opt, s-w, n-w, initn, init1: those it has) are all 0."""
+        try:
+            hsp = _parse_row(raw, line, self.cols, None, self.q.query_type, self.q.library_type, self.r.source,
+                             None)[1]
+        except ParseError:
+            return False
+        scores = [v for v in (hsp.opt_score, hsp.initn_score, hsp.init1_score) if v is not None]
+        return bool(scores) and not any(scores)
 
     def _ids_differ(self, ids: list[bytes], row_ids: list[bytes], lines: list[int], k0: int) -> bool:
         try:
@@ -214,8 +263,17 @@ class Table:
         q, cols, cols9, source, warn = self.q, self.cols, self.cols9, self.r.source, self.warn
         qtype, ltype = q.query_type, q.library_type
         dicts = self.dicts and not self.general
-        size = chunk or max(len(self.rows) - self.taken, 1)
-        rank = (self.groups if self.general else self.taken) + 1
+        size = chunk or max(len(self.rows) - self.taken + len(self.unaligned), 1)
+        rank = (self.groups if self.general else self.taken - len(self.unaligned)) + 1
+        if self.unaligned:  # rows passed over among the aligned hits' (_pair): the first table-only hits
+            hits = []
+            for raw, line in self.unaligned:
+                hit = _parse_row(raw, line, cols, None, qtype, ltype, source, warn)[0]
+                hit.rank = rank
+                rank += 1
+                hits.append(hit.to_dict() if dicts else hit)
+            self.unaligned = []
+            yield hits
         while True:
             hits = []
             if self.general:
@@ -238,6 +296,21 @@ class Table:
             if not hits:
                 return
             yield hits
+
+
+def _frame_of(hit, dicts: bool):
+    """The frame of an aligned hit's first alignment, or None."""
+    return (hit["hsps"][0].get("frame") if hit["hsps"] else None) if dicts else \
+        (hit.hsps[0].frame if hit.hsps else None)
+
+
+def _row_frame(raw: bytes):
+    """The frame a best-scores row shows (``[2]`` before its scores), or None when it shows none."""
+    rest = raw.rstrip()
+    close = rest.rfind(b"]")
+    if close < 0 or rest.rfind(b")") > close:
+        return None
+    return rest[rest.rfind(b"[", 0, close) + 1 : close].decode("latin-1").strip()
 
 
 def _table_keeps_hits(table: tuple) -> bool:
