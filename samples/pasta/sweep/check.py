@@ -406,6 +406,10 @@ def read_fasta(p):
                 hdr = l[1:].strip()
                 name = hdr.split()[0] if hdr and not hdr[0].isspace() and hdr.split() else None
                 key = name if name else f"__noname{len(seqs)}"
+                n = 1
+                while key in seqs:  # an id again (n2_fs.lib): the n-th sequence of that id as ID#n
+                    n += 1
+                    key = f"{name}#{n}"
                 at_c = re.search(r"@C:(\d+)", hdr)
                 if at_c:
                     AT_C[key] = int(at_c.group(1)) - 1
@@ -448,7 +452,11 @@ if qfile and lfile and os.path.exists(qfile.split(":")[0]) and os.path.exists(lf
     LS = read_fasta(lfile)
     if prog.startswith("lalign"):
         LS = {**QS, **LS}  # the library's sequence where the query file has one of its id too
+    occurrence = {}  # query id -> how many queries of that id so far (a long query's segments: one)
     for q in J:
+        if (q.get("query_segment") or {}).get("index", 1) == 1:
+            occurrence[q["query_id"]] = occurrence.get(q["query_id"], 0) + 1
+        nth = occurrence.get(q["query_id"], 1)
         for h in q.get("hits", []):
             for s in h["hsps"]:
                 for side, store, tr in (("query", QS, translated_q or peptide), ("hit", LS, translated_h)):
@@ -456,6 +464,8 @@ if qfile and lfile and os.path.exists(qfile.split(":")[0]) and os.path.exists(lf
                     if seq is None or tr:
                         continue
                     sid = q["query_id"] if side == "query" else h["hit_id"]
+                    if side == "query" and nth > 1:
+                        sid = f"{sid}#{nth}"
                     full = store.get(sid)
                     if full is None:
                         continue
