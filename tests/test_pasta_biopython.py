@@ -37,11 +37,11 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 
 BIO_PARSES = [
     # -H histograms (issue 43): Biopython skips them
-    "histogram_ssearch36_prot.m10",
-    "histogram_fasta36_prot.m10",
-    "histogram_ssearch36_dna.m10",
-    "histogram_fasta36_dna.m10",
-    "histogram_ssearch36_inset.m10",
+    "../pasta_extra/histogram_ssearch36_prot.m10",
+    "../pasta_extra/histogram_fasta36_prot.m10",
+    "../pasta_extra/histogram_ssearch36_dna.m10",
+    "../pasta_extra/histogram_fasta36_dna.m10",
+    "../pasta_extra/histogram_ssearch36_inset.m10",
     "concatenated_runs.m10",  # Biopython reads the first run only
     "fasta36_dna.m10",
     "fasta36_prot.m10",
@@ -83,18 +83,18 @@ BIO_PARSES = [
     "fasta36_long_at_c.m10",
     "fasta36_long_o.m10",
     "ssearch36_long_protein.m10",
-    "fasta36_long_subrange_head.m10",
-    "fasta36_long_subrange_open.m10",
-    "fasta36_long_subrange_at_c.m10",
-    "lalign36_long_subrange.m10",
-    "ssearch36_long_subrange_protein.m10",
-    "glsearch36_long_subrange_nohit.m10",
+    "../pasta_extra/fasta36_long_subrange_head.m10",
+    "../pasta_extra/fasta36_long_subrange_open.m10",
+    "../pasta_extra/fasta36_long_subrange_at_c.m10",
+    "../pasta_extra/lalign36_long_subrange.m10",
+    "../pasta_extra/ssearch36_long_subrange_protein.m10",
+    "../pasta_extra/glsearch36_long_subrange_nohit.m10",
 ]
 BIO_RAISES = [
     # issue 43 (values pinned in test_pasta_histogram_names.py): FASTA's gi-stripped query names
     # ("345664|pir|| .." for "gi|345664 gi|345664|pir||A45388 ..."), titles cut inside " - 133 aa"
-    "gi_stripped_runs.m10",
-    "ssearch36_title_suffix_cut.m10",
+    "../pasta_extra/gi_stripped_runs.m10",
+    "../pasta_extra/ssearch36_title_suffix_cut.m10",
     "fasta36_dna_ref.m10",
     "fastx36.m10",
     "fasty36.m10",
@@ -114,8 +114,8 @@ BIO_RAISES = [
     "tfastm36_peptides.m10",
     "fastf36_peptides.m10",
     "tfastf36_peptides.m10",
-    "fasts36_table_only.m10",  # a hit of the table only without a score (test_pasta_peptides.py)
-    "tfasts36_unaligned_rows.m10",  # rows of empty alignments left without one (test_pasta_peptides.py)
+    "../pasta_extra/fasts36_table_only.m10",  # a hit of the table only without a score (test_pasta_peptides.py)
+    "../pasta_extra/tfasts36_unaligned_rows.m10",  # rows of empty alignments left without one (test_pasta_peptides.py)
     # issue 26 (values pinned in test_pasta_ranges.py): titles cut at 511 bytes, segments with
     # "(reverse complement)"/"(forward-only)", fastx coordinates
     "fasta36_long_title.m10",
@@ -125,9 +125,9 @@ BIO_RAISES = [
     "fastx36_long_query.m10",
     # issue 43 (values pinned in test_pasta_long_subrange.py): past a long query's subrange with
     # "(reverse complement)"/"(forward-only)", fasty36's frameshifts
-    "fasta36_long_subrange_o_i.m10",
-    "fasta36_long_subrange_3.m10",
-    "fasty36_long_subrange.m10",
+    "../pasta_extra/fasta36_long_subrange_o_i.m10",
+    "../pasta_extra/fasta36_long_subrange_3.m10",
+    "../pasta_extra/fasty36_long_subrange.m10",
 ]
 
 
@@ -147,7 +147,11 @@ def bio(name: str):
 
 
 def test_every_sample_is_classified():
-    names = sorted(p.name for p in SAMPLES.iterdir() if p.name.endswith((".m10", ".m10.gz")))
+    """Every sample, bundled or for the parser's tests only (samples/pasta_extra, but the library
+    subrange test_pasta_ranges.py checks)."""
+    names = sorted([p.name for p in SAMPLES.iterdir() if p.name.endswith((".m10", ".m10.gz"))]
+                   + ["../pasta_extra/" + p.name for p in (SAMPLES.parent / "pasta_extra").iterdir()
+                      if p.name.endswith(".m10") and p.name != "ssearch36_lib_subrange.m10"])
     assert names == sorted(BIO_PARSES + BIO_RAISES)
 
 
@@ -220,7 +224,7 @@ def test_field_by_field(name):
                 # the length of the piece its first alignment shows (sq_len) against the
                 # whole sequence's, from the best-scores table (test below)
                 assert (bh.seq_len, h.hit_length) == (1990, 6657)
-            elif name.startswith("histogram_"):  # -N cuts titin (34,350 aa) and the clone (86,314 nt)
+            elif name.rpartition("/")[2].startswith("histogram_"):  # -N cuts titin (34,350 aa) and the clone (86,314 nt)
                 assert bh.seq_len < h.hit_length == {"sp|Q8WZ42|TITIN_HUMAN": 34350, "clone_long": 86314}[h.hit_id]
             else:
                 assert h.hit_length == bh.seq_len

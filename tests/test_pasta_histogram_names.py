@@ -20,6 +20,13 @@ from ingest.errors import ParseError
 from ingest.parsers.pasta import parse, parse_dicts
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
+EXTRA = SAMPLES.parent / "pasta_extra"  # outputs for the parser's tests only, outside the bundled run
+
+
+def sample(name: str) -> Path:
+    """A sample's path: bundled, else a parser-only one (samples/pasta/README.md)."""
+    return SAMPLES / name if (SAMPLES / name).exists() else EXTRA / name
+
 BIN = Path(sys.executable).parent / "sci-ingest"
 HISTOGRAMS = ["histogram_ssearch36_prot.m10", "histogram_fasta36_prot.m10", "histogram_ssearch36_dna.m10",
               "histogram_fasta36_dna.m10", "histogram_ssearch36_inset.m10"]
@@ -28,7 +35,7 @@ _QUERY_LINE = re.compile(r"^\s*\d+>>>(\S*)", re.M)
 
 
 def run(name: str, fast: bool = True) -> list:
-    return list(parse(io.BytesIO((SAMPLES / name).read_bytes()), name, fast=fast))
+    return list(parse(io.BytesIO(sample(name).read_bytes()), name, fast=fast))
 
 
 def file_histograms(text: str) -> list[list[tuple]]:
@@ -54,7 +61,7 @@ def file_histograms(text: str) -> list[list[tuple]]:
 def test_histograms_are_read_as_the_file_prints_them(name, fast):
     """ssearch36 and fasta36, protein and DNA, several queries, an inset: each query's bins equal its
     own lines (the last row starts with ">", which was refused), and every query is kept with its hits."""
-    text = (SAMPLES / name).read_text()
+    text = sample(name).read_text()
     truth = file_histograms(text)
     queries = run(name, fast)
     assert [q.query_id for q in queries] == _QUERY_LINE.findall(text)
@@ -76,17 +83,17 @@ def test_histograms_are_read_as_the_file_prints_them(name, fast):
 def test_a_histogram_reaches_the_json_and_not_the_search_fingerprint():
     """`sci-ingest parse` writes the bins (a list in each query's JSON); a query without -H has no
     such field; the same search printed without -H has the same fingerprint."""
-    out = subprocess.run([str(BIN), "parse", str(SAMPLES / "histogram_ssearch36_dna.m10"),
+    out = subprocess.run([str(BIN), "parse", str(EXTRA / "histogram_ssearch36_dna.m10"),
                           str(SAMPLES / "ssearch36_prot.m10")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     docs = [json.loads(line) for line in out.stdout.splitlines()]
-    truth = file_histograms((SAMPLES / "histogram_ssearch36_dna.m10").read_text())
+    truth = file_histograms((EXTRA / "histogram_ssearch36_dna.m10").read_text())
     assert [[(b["score"], b["observed"], b["expected"]) for b in d["histogram"]] for d in docs[:2]] == \
         [[row[1:] for row in rows] for rows in truth]
     assert docs[0]["histogram"][0]["tail"] == "<" and docs[0]["histogram"][-1] == {
         "score": 120, "observed": 8, "expected": 0, "tail": ">"}
     assert "histogram" not in docs[2]
-    d = next(parse_dicts(io.BytesIO((SAMPLES / "histogram_ssearch36_dna.m10").read_bytes())))
+    d = next(parse_dicts(io.BytesIO((EXTRA / "histogram_ssearch36_dna.m10").read_bytes())))
     assert search_fingerprint(d) == search_fingerprint({k: v for k, v in d.items() if k != "histogram"})
 
 
@@ -95,7 +102,7 @@ def run_bytes(data: bytes, fast: bool = True) -> list:
 
 
 def test_a_damaged_histogram_names_its_line():
-    data = (SAMPLES / "histogram_ssearch36_dna.m10").read_bytes().replace(b"\n  60    19     8:", b"\n  60    19 x:", 1)
+    data = (EXTRA / "histogram_ssearch36_dna.m10").read_bytes().replace(b"\n  60    19     8:", b"\n  60    19 x:", 1)
     with pytest.raises(ParseError) as err:
         run_bytes(data)
     line = data[: data.index(b"  60    19 x:")].count(b"\n") + 1
@@ -109,7 +116,7 @@ def test_fastas_gi_stripped_names_with_every_program_that_takes_them(fast):
     was refused at the first alignment, with every query after it.  Each query keeps the id of its
     ">>>" line; library sequences the id of their ">>" line, as in the table."""
     name = "gi_stripped_runs.m10"
-    text = (SAMPLES / name).read_text()
+    text = sample(name).read_text()
     assert "\n>345664|pir|| ..\n" in text
     queries = run(name, fast)
     assert [q.query_id for q in queries] == _QUERY_LINE.findall(text)
@@ -141,7 +148,7 @@ def test_a_title_cut_inside_fastas_length_suffix_leaves_none_of_it_in_the_descri
     title's own text after its id, None when it has none, even when it ends in " - 1" itself."""
     titles = [line[1:].rstrip("\n") for line in (SAMPLES / "inputs" / "cut_suffix_titles.aa").open()
               if line.startswith(">")]
-    text = (SAMPLES / "ssearch36_title_suffix_cut.m10").read_text()
+    text = (EXTRA / "ssearch36_title_suffix_cut.m10").read_text()
     printed = [m.group(1) for m in re.finditer(r"^\s*\d+>>>(.*)$", text, re.M)]
     assert printed[1].endswith(" -") and printed[2].endswith(" - 133") and printed[4].endswith("x - 1 - ")
     queries = run("ssearch36_title_suffix_cut.m10", fast)

@@ -25,6 +25,13 @@ import pytest
 from ingest.parsers.pasta import parse, parse_dicts
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
+EXTRA = SAMPLES.parent / "pasta_extra"  # outputs for the parser's tests only, outside the bundled run
+
+
+def sample(name: str) -> Path:
+    """A sample's path: bundled, else a parser-only one (samples/pasta/README.md)."""
+    return SAMPLES / name if (SAMPLES / name).exists() else EXTRA / name
+
 BIN = Path(sys.executable).parent / "sci-ingest"
 CLONE, TITIN = "clone_long.fna", "titin_twice.aa"
 AFTER = [(39991, 39990), (79981, 6334)]  # the clone's blocks past its first read of 39,990 nt
@@ -79,7 +86,7 @@ def expected_residues(seq: str, hsp: dict, origin: int, translated: bool) -> tup
 
 def file_sides(name: str) -> list[tuple[int, list[tuple[int, int]]]]:
     """Per query block: its line and every alignment's query-side (al_start, al_stop), as printed."""
-    text = (SAMPLES / name).read_text()
+    text = sample(name).read_text()
     starts = [m.start() for m in _QLINE.finditer(text)] + [len(text)]
     return [(1 + text[:a].count("\n"), [(int(s), int(e)) for _, _, s, e in _QSIDE.findall(text[a:b])[0::2]])
             for a, b in zip(starts, starts[1:])]
@@ -88,7 +95,7 @@ def file_sides(name: str) -> list[tuple[int, list[tuple[int, int]]]]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_cli_places_every_block_and_says_by_how_much(name):
     _, origin, segments, rng = CASES[name]
-    out = subprocess.run([str(BIN), "parse", "--no-sequences", str(SAMPLES / name)], capture_output=True,
+    out = subprocess.run([str(BIN), "parse", "--no-sequences", str(sample(name))], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     docs = [json.loads(line) for line in out.stdout.splitlines()]
@@ -110,7 +117,7 @@ def test_the_cli_places_every_block_and_says_by_how_much(name):
         assert all(seg["offset"] <= a <= b < seg["offset"] + seg["length"] for a, b in got)
     lines = [line for line, _ in blocks[1:]]
     end = origin + 39990 + sum(n for _, n in segments[1:])
-    said = (f"{SAMPLES / name}:{lines[0]}: {len(lines)} query block(s) at line(s) {', '.join(map(str, lines))} "
+    said = (f"{sample(name)}:{lines[0]}: {len(lines)} query block(s) at line(s) {', '.join(map(str, lines))} "
             f"placed at residues {segments[1][0]}-{end}: FASTA went on past the subrange ")
     assert out.stderr.count("warning:") == 1 and said in out.stderr, out.stderr
     assert (f"shifted by {shift:,} (query_segment.printed_offset keeps FASTA's number)" in out.stderr) == (shift != 0)
@@ -121,7 +128,7 @@ def test_the_cli_places_every_block_and_says_by_how_much(name):
 def test_each_placed_alignment_is_the_query_sequence_there(name, fast):
     seqfile, origin, _, _ = CASES[name]
     seq = sequence(seqfile)
-    data = (SAMPLES / name).read_bytes()
+    data = sample(name).read_bytes()
     docs = list(parse_dicts(io.BytesIO(data), name, fast=fast, sequences=True))
     checked = moved = pieces = 0
     for doc in docs:
@@ -182,7 +189,7 @@ def test_a_subrange_block_of_another_length_than_fasta_cuts_is_not_placed():
 def test_blocks_without_alignments_are_placed_by_the_rule_alone():
     """glsearch36 finds nothing in either block: no offset is printed, the blocks are placed from
     the subrange and FASTA's read of 39,990 residues, and the warning says nothing was shifted."""
-    path = SAMPLES / "glsearch36_long_subrange_nohit.m10"
+    path = EXTRA / "glsearch36_long_subrange_nohit.m10"
     out = subprocess.run([str(BIN), "parse", "--no-sequences", str(path)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr

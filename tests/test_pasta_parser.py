@@ -23,7 +23,9 @@ from ingest.model import Hit, Hsp, Query
 from ingest.parsers.pasta import parse
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
-SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith((".m10", ".m10.gz")))
+# the bundled samples and those for the parser's tests only (samples/pasta_extra, outside the bundled run)
+SAMPLE_FILES = sorted(p for d in (SAMPLES, SAMPLES.parent / "pasta_extra") for p in d.iterdir()
+                      if p.name.endswith((".m10", ".m10.gz")))
 GOOD = Path(__file__).resolve().parent / "data" / "pasta" / "good"  # real outputs that are not deterministic
 
 

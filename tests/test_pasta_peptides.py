@@ -26,6 +26,7 @@ def parse_file(path: Path, fast: bool = True):
         return list(parse(handle, str(path), fast=fast))
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
+EXTRA = SAMPLES.parent / "pasta_extra"  # outputs for the parser's tests only, outside the bundled run
 BIN = Path(sys.executable).parent / "sci-ingest"
 PEPTIDE_SAMPLES = {  # file: (program, field prefix, library type)
     "fasts36_peptides.m10": ("fasts36", "fs", "protein"),
@@ -168,13 +169,13 @@ def test_a_table_only_peptide_hit_has_no_score_and_validation_asks_none(db, mong
     from analytics.validation.run import validate
 
     name = "fasts36_table_only.m10"
-    head = (SAMPLES / name).read_text().split("The best scores are:", 1)[1].splitlines()[0]
+    head = (EXTRA / name).read_text().split("The best scores are:", 1)[1].splitlines()[0]
     assert head.split() == ["initn", "init1", "bits", "E(6)", "sn", "sl"]  # no opt, no sw
-    [q] = parse_file(SAMPLES / name)
+    [q] = parse_file(EXTRA / name)
     table_only = [h for h in q.hits if not h.aligned]
     assert table_only and all(h.hsps[0].score is None and h.hsps[0].bits is not None for h in table_only)
     assert all(h.hsps[0].score is not None for h in q.hits if h.aligned)
-    load_files([SAMPLES / name])
+    load_files([EXTRA / name])
 
     def score_check(report):
         [suite] = report.suites
@@ -197,7 +198,7 @@ def test_rows_of_empty_alignments_without_one_become_table_only_hits(fast):
     (RABGLTR [2] and [6] aligned, [4] not), the others become table-only hits.  The file was refused
     ("alignment 26 ... is for 'RABALP1A' but its row of the best-scores table is 'BTGST'")."""
     name = "tfasts36_unaligned_rows.m10"
-    text = (SAMPLES / name).read_text()
+    text = (EXTRA / name).read_text()
     rows = []  # (id, frame, initn) of each table row, from the file
     for line in text.split("The best scores are:", 1)[1].splitlines()[1:]:
         if not line.strip():
@@ -206,7 +207,7 @@ def test_rows_of_empty_alignments_without_one_become_table_only_hits(fast):
         rows.append((m.group(1), m.group(2), int(m.group(3))))
     aligned = re.findall(r"^>>(\S+).*\n; tfs_frame: (\d)$", text, re.M)  # each alignment's id and frame
     assert len(rows) == 36 and len(aligned) == 28
-    [q] = parse_file(SAMPLES / name, fast)
+    [q] = parse_file(EXTRA / name, fast)
     got = [(h.hit_id, h.hsps[0].frame) for h in q.hits if h.aligned]
     assert got == aligned  # in file order
     table_only = [h for h in q.hits if not h.aligned]

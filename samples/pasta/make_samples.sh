@@ -216,10 +216,10 @@ run tfasts36_peptides.m10         tfasts36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs
 run tfastm36_peptides.m10         tfastm36 -m 10 -T 1 -z 3 inputs/ngts.aa inputs/gst.nlib
 # hits of the best-scores table only (-b 6 -d 2): a peptide-mixture table prints no opt column, so such a
 # hit has no score (validation asks a score of aligned hits only)
-run fasts36_table_only.m10        fasts36 -m 10 -T 1 -z 3 -b 6 -d 2 inputs/n2s.aa inputs/n2_fs.lib
+run ../pasta_extra/fasts36_table_only.m10 fasts36 -m 10 -T 1 -z 3 -b 6 -d 2 inputs/n2s.aa inputs/n2_fs.lib
 # -E 1000: rows of empty alignments (every score 0) past the E() bound, some aligned, some not: FASTA prints
 # no alignment for BTGST [1] and [5], pGT875 [1] and [6], RABGLTR [4] among those it aligns
-run tfasts36_unaligned_rows.m10   tfasts36 -m 10 -T 1 -z 3 -E 1000 inputs/n2s.aa inputs/gst.nlib
+run ../pasta_extra/tfasts36_unaligned_rows.m10 tfasts36 -m 10 -T 1 -z 3 -E 1000 inputs/n2s.aa inputs/gst.nlib
 # fastf/tfastf: a mixture of 4 peptides of mgstm1 (m1r.aa; fastf36 36.3.8i crashes with SIGSEGV on
 # ngts.aa).  With -z 3 on a library this small the statistics overflow: "; ff_z-score:  inf",
 # bits "inf" and E() 0 are what the program prints, and what the parser reads.
@@ -248,15 +248,15 @@ run ../pasta_extra/ssearch36_lib_subrange.m10 ssearch36 -m 10 -T 1 -z 3 inputs/m
 # its own block only up to there.  Issue 43: other programs, starts, ends, @C:, -o with -i, -3
 run ssearch36_long_subrange.m10    ssearch36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces.fna
 run fasta36_long_subrange_cross.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:39001-41000 inputs/gst.nlib
-run fasta36_long_subrange_head.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:-5000 inputs/clone_pieces_far.fna
-run fasta36_long_subrange_open.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:30001- inputs/clone_pieces_far.fna
-run fasta36_long_subrange_at_c.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna:20001-21000 inputs/clone_pieces_far.fna
-run fasta36_long_subrange_o_i.m10  fasta36 -m 10 -T 1 -z 3 -i -o "101 1" inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
-run fasta36_long_subrange_3.m10    fasta36 -m 10 -T 1 -z 3 -3 inputs/clone_long.fna:-39990 inputs/clone_pieces_far.fna
-run fasty36_long_subrange.m10      fasty36 -m 10 -T 1 -z 3 inputs/clone_long.fna:2001-3000 inputs/clone_translated.fa
-run lalign36_long_subrange.m10     lalign36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
-run ssearch36_long_subrange_protein.m10 ssearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
-run glsearch36_long_subrange_nohit.m10 glsearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
+run ../pasta_extra/fasta36_long_subrange_head.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:-5000 inputs/clone_pieces_far.fna
+run ../pasta_extra/fasta36_long_subrange_open.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long.fna:30001- inputs/clone_pieces_far.fna
+run ../pasta_extra/fasta36_long_subrange_at_c.m10 fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna:20001-21000 inputs/clone_pieces_far.fna
+run ../pasta_extra/fasta36_long_subrange_o_i.m10 fasta36 -m 10 -T 1 -z 3 -i -o "101 1" inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
+run ../pasta_extra/fasta36_long_subrange_3.m10 fasta36 -m 10 -T 1 -z 3 -3 inputs/clone_long.fna:-39990 inputs/clone_pieces_far.fna
+run ../pasta_extra/fasty36_long_subrange.m10 fasty36 -m 10 -T 1 -z 3 inputs/clone_long.fna:2001-3000 inputs/clone_translated.fa
+run ../pasta_extra/lalign36_long_subrange.m10 lalign36 -m 10 -T 1 -z 3 inputs/clone_long.fna:20001-21000 inputs/clone_pieces_far.fna
+run ../pasta_extra/ssearch36_long_subrange_protein.m10 ssearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
+run ../pasta_extra/glsearch36_long_subrange_nohit.m10 glsearch36 -m 10 -T 1 -z 3 inputs/titin_twice.aa:1001-3000 inputs/titin_pieces.fa
 # segments numbered from an @C: header (FASTA drops it after the first segment: renumbered), from -o
 run fasta36_long_at_c.m10          fasta36 -m 10 -T 1 -z 3 inputs/clone_long_at_c.fna inputs/gst.nlib
 run fasta36_long_o.m10             fasta36 -m 10 -T 1 -z 3 -o "101 1" inputs/clone_long.fna inputs/gst.nlib
@@ -308,14 +308,14 @@ with open("inputs/cut_suffix_titles.aa", "w") as f:
     for t in titles:
         f.write(f">{t}\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
 PY
-run histogram_ssearch36_prot.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
-run histogram_fasta36_prot.m10   fasta36 -m 10 -H -T 1 -z 3 -N 200 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
-run histogram_ssearch36_dna.m10  ssearch36 -m 10 -H -T 1 -z 3 -N 500 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
-run histogram_fasta36_dna.m10    fasta36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
+run ../pasta_extra/histogram_ssearch36_prot.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
+run ../pasta_extra/histogram_fasta36_prot.m10 fasta36 -m 10 -H -T 1 -z 3 -N 200 -b 3 -d 1 inputs/prot_queries.fa inputs/titin_hum.aa
+run ../pasta_extra/histogram_ssearch36_dna.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 500 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
+run ../pasta_extra/histogram_fasta36_dna.m10 fasta36 -m 10 -H -T 1 -z 3 -N 300 -b 3 -d 1 inputs/dna_queries.fna inputs/clone_long.fna
 # 2,155 pieces of 200 nt: bins of over 120 sequences, so FASTA adds an inset (rows with a second bar
 # after a ":" from the row "inset = represents N library sequences" down)
-run histogram_ssearch36_inset.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 200 -b 1 -d 1 inputs/mgstm1.nt inputs/clone_long.fna
-run ssearch36_title_suffix_cut.m10 ssearch36 -m 10 -T 1 -z 3 -b 1 -d 1 inputs/cut_suffix_titles.aa inputs/prot_test.lib
+run ../pasta_extra/histogram_ssearch36_inset.m10 ssearch36 -m 10 -H -T 1 -z 3 -N 200 -b 1 -d 1 inputs/mgstm1.nt inputs/clone_long.fna
+run ../pasta_extra/ssearch36_title_suffix_cut.m10 ssearch36 -m 10 -T 1 -z 3 -b 1 -d 1 inputs/cut_suffix_titles.aa inputs/prot_test.lib
 {
     ssearch36 -m 10 -T 1 -z 3 -b 4 -d 2 inputs/n2_then_others.aa inputs/n2_fs.lib
     fasta36 -m 10 -T 1 -z 3 -d 2 inputs/n2t.aa inputs/n2_fs.lib
@@ -330,5 +330,5 @@ run ssearch36_title_suffix_cut.m10 ssearch36 -m 10 -T 1 -z 3 -b 1 -d 1 inputs/cu
     tfastm36 -m 10 -T 1 -z 3 -E 5 -d 2 inputs/n2t.aa inputs/gst.nlib
     fastx36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
     fasty36 -m 10 -T 1 -z 3 -d 6 inputs/mgstm1.nt inputs/n2_fs.lib
-} > gi_stripped_runs.m10
-echo "gi_stripped_runs.m10: ssearch36, fasta36, ggsearch36, glsearch36, lalign36, fasts36, fastm36, tfastx36, tfasty36, tfasts36, tfastm36, fastx36, fasty36 on FASTA's n2*.aa, n2_fs.lib (see README)"
+} > ../pasta_extra/gi_stripped_runs.m10
+echo "../pasta_extra/gi_stripped_runs.m10: ssearch36, fasta36, ggsearch36, glsearch36, lalign36, fasts36, fastm36, tfastx36, tfasty36, tfasts36, tfastm36, fastx36, fasty36 on FASTA's n2*.aa, n2_fs.lib (see README)"
