@@ -5,9 +5,10 @@
 Copies every file of EXAMPLES_SEQ_DIR (Debian ``fasta3``'s ``examples/seq``; ``.gz`` files
 unzipped) to OUT_DIR/q/ and writes:
 
-* OUT_DIR/queries.tsv: ``FILE<TAB>prot|dna<TAB>[mixture]`` for each file FASTA can read as a
-  query (a FASTA header line; the GCG files have none and are listed as ``FILE<TAB>skip``);
-  ``mixture``: a peptide mixture (``,`` between fragments: fasts/fastm/fastf queries);
+* OUT_DIR/queries.tsv: ``FILE<TAB>prot|dna<TAB>mixture|-<TAB>LONGEST`` for each file FASTA can
+  read as a query (a FASTA header line; the GCG files have none and are listed as ``skip``);
+  ``mixture``: a peptide mixture (``,`` between fragments: fasts/fastm/fastf queries); LONGEST:
+  the residues of its longest sequence;
 * OUT_DIR/ex_prot_lib.fa and OUT_DIR/ex_dna_lib.fna: LIBRARY_SIZE sequences each, large
   enough for FASTA to compute its statistics from the library and draw a ``-H`` histogram:
   every protein (DNA) sequence of the examples, long ones cut into PIECE-residue pieces (the
@@ -69,7 +70,8 @@ def main(src: Path, out: Path) -> int:
         recs = records(dest)
         k = kind(recs)
         mixture = any("," in seq for _, seq in recs)
-        table.append(f"{name}\t{k}\t{'mixture' if mixture else ''}\n")
+        longest = max((len(seq) for _, seq in recs), default=0)
+        table.append(f"{name}\t{k}\t{'mixture' if mixture else '-'}\t{longest}\n")
         if k == "skip":
             continue
         for header, seq in recs:

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
             signal = {134: " (SIGABRT)", 139: " (SIGSEGV)"}.get(r["frc"], "")
             fasta_failed[f"{r['cmd'].split()[0]} exit {r['frc']}{signal}: {re.sub(r'[0-9]+', 'N', said[-1])[:80]}"] += 1
         if str(check.get("bio", "")).startswith("error"):
-            bio_errors[re.sub(r"'[^']*'", "'…'", check["bio"].splitlines()[0])[:90]] += 1
+            bio_errors[re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", check["bio"].splitlines()[0]))[:90]] += 1
         if r["prc"] != 0:
             counts["refused"] += 1
             refusals[reason(r["parse_err"])] += 1
