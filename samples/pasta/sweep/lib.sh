@@ -11,10 +11,10 @@ run() {
     if [ -n "${SWEEP_REUSE:-}" ] && [ -f "out/$name.frc" ]; then  # parse and check FASTA's output again
         frc=$(cat "out/$name.frc"); m10=${m10:-out/$name.m10}
     elif [ -n "$m10" ]; then
-        timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
+        ( timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" ) > "out/$name.stdout" 2> "out/$name.fasta.err"; frc=$?
     else
         m10="out/$name.m10"
-        timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" > "$m10" 2> "out/$name.fasta.err"; frc=$?
+        ( timeout "${FASTA_TIMEOUT:-600}" bash -c "$cmd" ) > "$m10" 2> "out/$name.fasta.err"; frc=$?  # ( ): a crash said in fasta.err
     fi
     echo "$frc" > "out/$name.frc"
     [ -f "$m10" ] || : > "$m10"
