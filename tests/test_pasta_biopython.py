@@ -36,6 +36,7 @@ from ingest.parsers.pasta import parse
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 
 BIO_PARSES = [
+    "../pasta_extra/fastf36_unaligned_rows.m10",  # a row of E() 2.7e+29 left without one (test_pasta_peptides.py)
     # -H histograms (issue 43): Biopython skips them
     "../pasta_extra/histogram_ssearch36_prot.m10",
     "../pasta_extra/histogram_fasta36_prot.m10",

@@ -217,3 +217,21 @@ def test_rows_of_empty_alignments_without_one_become_table_only_hits(fast):
     zero = {(i, f) for i, f, initn in rows if initn == 0}
     assert {(h.hit_id, h.hsps[0].frame) for h in table_only} == zero - set(got) and len(table_only) == 8
     assert [h.rank for h in q.hits] == list(range(1, 37))
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "checking path"])
+def test_a_row_of_no_significance_without_an_alignment_becomes_a_table_only_hit(fast):
+    """fastf36 lists EXMUT0276|MWRTC1 (E() 2.7e+29, bits -69.5) among the rows it aligns and prints no
+    alignment for it: the alignments pair with the rows of their sequences, that row is a table-only
+    hit.  The file was refused ("alignment 6 ... is for 'EXMUT0193|MWKW_601-900' but its row ... is
+    'EXMUT0276|MWRTC1'")."""
+    text = (EXTRA / "fastf36_unaligned_rows.m10").read_text()
+    table = text.split("The best scores are:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    rows = [(line.split()[0], float(line.split()[-3])) for line in table]  # (id, E())
+    aligned = re.findall(r"^>>([^>\s]\S*)", text, re.M)  # the ">>ID" lines, not ">>>"
+    assert len(rows) == 7 and len(aligned) == 6 and "EXMUT0276|MWRTC1" not in aligned
+    [q] = parse_file(EXTRA / "fastf36_unaligned_rows.m10", fast)
+    assert [h.hit_id for h in q.hits if h.aligned] == aligned
+    [only] = [h for h in q.hits if not h.aligned]
+    assert (only.hit_id, only.hsps[0].evalue, only.hsps[0].bits) == ("EXMUT0276|MWRTC1", 2.7e29, -69.5)
+    assert sorted(h.hit_id for h in q.hits) == sorted(r for r, _ in rows) and dict(rows)[only.hit_id] == 2.7e29

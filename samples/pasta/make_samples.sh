@@ -220,6 +220,15 @@ run ../pasta_extra/fasts36_table_only.m10 fasts36 -m 10 -T 1 -z 3 -b 6 -d 2 inpu
 # -E 1000: rows of empty alignments (every score 0) past the E() bound, some aligned, some not: FASTA prints
 # no alignment for BTGST [1] and [5], pGT875 [1] and [6], RABGLTR [4] among those it aligns
 run ../pasta_extra/tfasts36_unaligned_rows.m10 tfasts36 -m 10 -T 1 -z 3 -E 1000 inputs/n2s.aa inputs/gst.nlib
+# fastf36 lists a row of E() 2.7e+29 among those it aligns and prints no alignment for it; its
+# library is the examples sweep's (samples/pasta/sweep/example_libs.py, the same on every run)
+if [ -r /usr/share/doc/fasta3/examples/seq/mwkw.aa ]; then
+    libs=$(mktemp -d)
+    "${PYTHON:-python3}" sweep/example_libs.py /usr/share/doc/fasta3/examples/seq "$libs/inputs" > /dev/null
+    (cd "$libs" && fastf36 -q -m 10 -T 1 inputs/q/mwkw.aa inputs/ex_prot_lib.fa) > ../pasta_extra/fastf36_unaligned_rows.m10
+    echo "../pasta_extra/fastf36_unaligned_rows.m10: fastf36 -q -m 10 -T 1 inputs/q/mwkw.aa inputs/ex_prot_lib.fa"
+    rm -rf "$libs"
+fi
 # fastf/tfastf: a mixture of 4 peptides of mgstm1 (m1r.aa; fastf36 36.3.8i crashes with SIGSEGV on
 # ngts.aa).  With -z 3 on a library this small the statistics overflow: "; ff_z-score:  inf",
 # bits "inf" and E() 0 are what the program prints, and what the parser reads.

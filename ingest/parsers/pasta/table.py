@@ -130,8 +130,8 @@ class Table:
 
     def _pair(self, ids: list[bytes], frames: list, rows: list[bytes], line0: int):
         """The rows of the alignments ``ids`` when FASTA printed no alignment for some rows among
-        them, each a row of an empty alignment (every score column 0: tfasts36 and tfastm36 list such
-        rows past ``-E``'s bound and align some of them), a row naming the hit's sequence and, when
+        them, each a row it may leave so (:meth:`_unalignable`: tfasts36 and tfastm36 list rows of
+        empty alignments past ``-E``'s bound and align some of them), a row naming the hit's sequence and, when
         it shows one (``[2]``), the frame of the hit's first alignment (``frames``): (the rows, in the
         order of ``ids``, the
         line of the first); the rows passed over join :attr:`unaligned` (table-only hits), and
@@ -148,11 +148,11 @@ class Table:
             raw, line = pool[j], line0 + j
             row_id = raw.lstrip().partition(b" ")[0]
             if row_id and (row_id.find(ids[i]) >= 0 or ids[i].find(row_id) >= 0) \
-                    and frames[i] in (None, _row_frame(raw)):
+                    and (frames[i] is None or _row_frame(raw) in (None, frames[i])):
                 out.append(raw)
                 lines.append(line)
                 i += 1
-            elif self._empty(raw, line):
+            elif self._unalignable(raw, line):
                 unaligned.append((raw, line))
             else:
                 return None
@@ -161,15 +161,17 @@ class Table:
         self.unaligned += unaligned
         return out, lines
 
-    def _empty(self, raw: bytes, line: int) -> bool:
-        """Whether the row's score columns (opt, s-w, n-w, initn, init1: those it has) are all 0."""
+    def _unalignable(self, raw: bytes, line: int) -> bool:
+        """Whether FASTA may list the row without an alignment: its score columns (opt, s-w, n-w,
+        initn, init1: those it has) are all 0, or its E() is 1 or more (no significance: tfastf36
+        and fastf36 list such rows among those they align, E() up to 3e+28, and align only some)."""
         try:
             hsp = _parse_row(raw, line, self.cols, None, self.q.query_type, self.q.library_type, self.r.source,
                              None)[1]
         except ParseError:
             return False
         scores = [v for v in (hsp.opt_score, hsp.initn_score, hsp.init1_score) if v is not None]
-        return bool(scores) and not any(scores)
+        return bool(scores) and not any(scores) or (hsp.evalue is not None and hsp.evalue >= 1.0)
 
     def _ids_differ(self, ids: list[bytes], row_ids: list[bytes], lines: list[int], k0: int) -> bool:
         try:

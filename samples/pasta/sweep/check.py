@@ -242,6 +242,27 @@ for bi, (b, q) in enumerate(zip(blocks, J)):
     trows = [(ln, t) for ln, t in b["table"] if not t.startswith("+-")]
     if b["table"] and len(hits) != len(trows) and len(hits) != max(len(trows), n_hitlines):
         flag(f"block {bi+1} ({qn}): hits {len(hits)} != table rows {len(trows)}")
+    # FASTA may list rows it prints no alignment for among those it aligns (rows of empty alignments,
+    # or of E() 1 and more, from tfasts/tfastm/tfastf/fastf): such a row is a table-only hit, after the
+    # aligned ones; the rows are then matched to the hits by name and [frame], each once, in file order
+    if b["table"] and not any(t.startswith("+-") for _, t in b["table"]) and len(hits) == len(trows):
+        def row_key(t):
+            mm = re.match(r"^(.*)\(\s*\d+\)\s*(?:\[([^\]]*)\])?\s", t.split("\t")[0])
+            return (mm.group(1).split()[0] if mm and mm.group(1).split() else ""), (mm.group(2) if mm else None)
+
+        free = list(range(len(hits)))
+        matched = []
+        for _, t in trows:
+            name, frame = row_key(t)
+            k = next((k for k in free if name and hits[k]["hit_id"].startswith(name)
+                      and (frame is None or hits[k]["hsps"][0].get("frame") in (None, frame.strip()))), None)
+            if k is None:
+                matched = None
+                break
+            free.remove(k)
+            matched.append(hits[k])
+        if matched is not None:
+            hits = matched
     # table value check (rows incl. '+-' rows: next hsp of the same hit)
     cols = b.get("cols") or []
     m9cols = b.get("m9cols") or []
