@@ -383,7 +383,7 @@ def _check_inside(r, q, line: int, lo: int, hi: int, dicts: bool, what: str) -> 
         # (the loop below, for each query, was 2-3 % of `sci-ingest parse` on 900 small DNA queries)
         hsps = [hsp for hit in hits for hsp in hit["hsps"]]
         try:
-            if min(map(_START, hsps)) >= lo and max(map(_END, hsps)) <= hi:
+            if not hsps or min(map(_START, hsps)) >= lo and max(map(_END, hsps)) <= hi:
                 return
         except KeyError:  # a hit of the best-scores table only: no coordinates
             pass
