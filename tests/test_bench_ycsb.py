@@ -182,17 +182,32 @@ def test_ycsb_tiny_through_the_cli(mongo_uri, mongo_client, tmp_path):
     assert len(load) == 1 and load[0]["records"] == 1000 and load[0]["ops_per_s"] > 0
     runs = {(p["workload"], p["distribution"]): p for p in points if p["phase"] == "run"}
     assert {("A", "uniform"), ("A", "zipfian"), ("D", "latest")} <= set(runs)
+    operations = run["params"]["operations"]
     for p in runs.values():
         for col in ("workload", "distribution", "threads", "records", "phase", "ops", "seconds", "ops_per_s",
                     "hottest_key_share", "workload_index"):
             assert col in p, (col, p)
         assert p["ops"] > 0 and p["ops_per_s"] > 0 and p["threads"] == 2 and p["records"] == 1000
+        # a run does all its operations or stops at its share of the time budget and says so: the counts are
+        # exact either way (a busy machine cuts runs short; how far is the benchmark's figure, not a test's)
+        if p["cut_short"]:
+            assert p["ops"] < operations and any(f"{p['workload']} {p['distribution']} at 2 threads: {p['ops']:,} "
+                                                 f"of {operations:,}" in n for n in run["notes"]), run["notes"]
+        else:
+            assert p["ops"] == operations, p
+        # the hottest key's share is a share of keyed requests over 1,000 keys: at least 1/1000, at most all;
+        # how much hotter zipfian is than uniform is a property of the generators, checked with fixed seeds
+        # above (test_uniform_is_flat_and_zipfian_is_skewed), and printed by the benchmark
+        assert 1 / 1000 <= p["hottest_key_share"] <= 1, p
         _check_percentiles(p)
-    assert runs[("A", "zipfian")]["hottest_key_share"] > 3 * runs[("A", "uniform")]["hottest_key_share"]
-    assert runs[("A", "uniform")]["read_p99_ms"] is not None and runs[("A", "uniform")]["update_p99_ms"] is not None
-    assert runs[("D", "latest")]["insert_count"] > 0
-    if ("F", "zipfian") in runs:
-        assert runs[("F", "zipfian")]["rmw_count"] > 0
+    # which operations a whole run does is fixed by its seeds: each thread's random.Random draws the same ones
+    whole = {key: p for key, p in runs.items() if not p["cut_short"]}
+    if ("A", "uniform") in whole:
+        assert whole[("A", "uniform")]["read_p99_ms"] is not None and whole[("A", "uniform")]["update_p99_ms"] is not None
+    if ("D", "latest") in whole:  # its 5 % inserts
+        assert whole[("D", "latest")]["insert_count"] > 0
+    if ("F", "zipfian") in whole:
+        assert whole[("F", "zipfian")]["rmw_count"] > 0
     assert [c["figure"] for c in run["comparison"]][:4] == ["SD-F7"] * 4
     assert run["comparison"][0]["published"] == 22_124 and run["comparison"][0]["ours"] > 0
     _check_stored_and_written(run, mongo_client, db)
