@@ -11,9 +11,11 @@ single-threaded worker processes (the project's :func:`ingest.cluster.dask_clien
 For each ``k`` in ``killed`` (0 ... N/2) a fresh cluster runs the stage
 (:func:`analytics.bench.dataset.run_stage`: the runner's planning, reading, per-partition
 function and combine, in chunks of ``chunk_rows`` documents so that there are many tasks)
-in a thread; once the scheduler reports a task running, and ``kill_after_s`` later, ``k``
-worker processes -- busy ones first -- are killed with SIGKILL, their nannies told first
-not to start them again, so the loss is permanent like a lost node's.  The scheduler then
+in a thread; once it has handed out ``hold_after`` tasks it is held (it hands out no more
+and gathers nothing) while ``k`` worker processes -- busy ones first -- are killed with
+SIGKILL, their nannies told first not to start them again, so the loss is permanent like
+a lost node's; then it goes on.  The hold makes the kill land mid-stage whatever the
+machine's speed (an event, not a timer).  The scheduler then
 runs their tasks again on the workers left, reading their partitions from MongoDB again.
 
 Points: ``workers`` (N), ``killed`` (k), ``killed_fraction``, ``mid_stage`` (the kill
@@ -62,14 +64,49 @@ def _choose(client, k: int) -> list[str]:
     return (busy + idle)[:k]
 
 
+class _HeldClient:
+    """The stage's Dask client, holding the stage once it has handed out ``hold_after`` tasks: before it
+    hands out the next one (a stream of chunks) or before it gathers (key ranges, handed out at once),
+    until ``release`` is set.  The kill then lands while the stage still has work to do, however fast
+    or busy the machine: an event, not a timer (a timer let a stage end before the kill under load)."""
+
+    def __init__(self, client, hold_after: int, release: threading.Event, timeout: float):
+        self._client, self._left, self._release, self._timeout = client, hold_after, release, timeout
+        self.held = threading.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def _hold(self) -> None:
+        if not self.held.is_set():
+            self.held.set()
+            self._release.wait(self._timeout)
+
+    def submit(self, *args, **kwargs):
+        if self._left <= 0:
+            self._hold()
+        self._left -= 1
+        return self._client.submit(*args, **kwargs)
+
+    def compute(self, collections, *args, sync: bool = False, **kwargs):
+        futures = self._client.compute(collections, *args, **kwargs)
+        if not sync:
+            return futures
+        self._hold()
+        return self._client.gather(futures)
+
+
 def stage_with_kills(client, analysis, ctx, params: dict, k: int) -> dict:
-    """Run the stage in a thread and kill ``k`` workers once it runs; what happened."""
+    """Run the stage in a thread and kill ``k`` workers while it is held after its first
+    ``hold_after`` tasks (:class:`_HeldClient`); what happened."""
     outcome: dict = {}
+    release = threading.Event()
+    held = _HeldClient(client, params["hold_after"], release, max(1.0, ctx.remaining())) if k else None
 
     def stage() -> None:
         try:
-            outcome["result"] = run_stage(analysis, client, ctx.uri, ctx.db_name, chunk_rows=params["chunk_rows"],
-                                          partitions=params.get("partitions"))
+            outcome["result"] = run_stage(analysis, held or client, ctx.uri, ctx.db_name,
+                                          chunk_rows=params["chunk_rows"], partitions=params.get("partitions"))
         except Exception as exc:  # noqa: BLE001 - a failed stage is a measured outcome, not an error of the bench
             outcome["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -77,14 +114,14 @@ def stage_with_kills(client, analysis, ctx, params: dict, k: int) -> dict:
     started = time.perf_counter()
     worker.start()
     kill_at, mid_stage = None, False
-    if k:
-        while worker.is_alive() and not any(client.processing().values()):
-            time.sleep(0.005)
-        worker.join(params["kill_after_s"])
-        if worker.is_alive():
+    if held is not None:
+        while not held.held.wait(0.05) and worker.is_alive():  # the stage holds, or ended without holding
+            pass
+        if held.held.is_set():
             victims = _choose(client, k)
             kill_at = time.perf_counter() - started
             mid_stage = len(kill_workers(client, victims)) == k and worker.is_alive()
+        release.set()
     worker.join(max(1.0, ctx.remaining()))
     seconds = time.perf_counter() - started
     if worker.is_alive():
@@ -126,8 +163,8 @@ def run(ctx, params: dict) -> list[dict]:
         if not completed:
             ctx.note(f"{k} of {n} workers killed: the stage failed: {out.get('error')}")
         if k and not out["mid_stage"]:
-            ctx.note(f"{k} killed: the stage ended before the kill landed (it took {out['seconds']:.2f} s); "
-                     "use more documents or a smaller chunk_rows")
+            ctx.note(f"{k} killed: the stage ended before the kill landed (it handed out at most "
+                     f"{params['hold_after']} tasks); use more documents or a smaller chunk_rows")
         points.append({
             "workers": n, "killed": k, "killed_fraction": round(k / n, 3), "mid_stage": bool(out["mid_stage"]),
             "kill_at_s": None if out["kill_at"] is None else round(out["kill_at"], 3),
@@ -149,11 +186,11 @@ EXPERIMENTS = (
         run=run,
         sizes={
             "tiny": {"materials": 300, "scale": 2, "workers": 2, "killed": [0, 1], "chunk_rows": 20,
-                     "kill_after_s": 0.05},
+                     "hold_after": 4},
             "quick": {"materials": 3000, "scale": 2, "workers": 4, "killed": [0, 1, 2], "chunk_rows": 50,
-                      "kill_after_s": 0.3},
+                      "hold_after": 16},
             "full": {"materials": 25_000, "scale": 8, "workers": 32, "killed": [0, 4, 8, 12, 16], "chunk_rows": 2000,
-                     "kill_after_s": 5.0},
+                     "hold_after": 32},
         },
         plot=Plot(x="killed", y=("seconds",), xlabel="worker processes killed mid-stage",
                   ylabel="seconds (stage, with recovery)", title="faults: losing workers mid-stage (MH-F11)"),
