@@ -97,11 +97,21 @@ def test_the_server_stops_by_itself_after_the_idle_timeout(home):
     ran = _cli(home, "timings", idle="2")
     assert STARTING in ran.stderr and "2 s" in ran.stderr
     record = _record(home)
-    ended = time.monotonic()
     _wait(lambda: _gone(record["pid"]) and _gone(record["keeper"]["pid"]), 20, "the idle server did not stop")
-    assert time.monotonic() - ended >= 1.5
     assert _record(home) is None and holder(home / "db") is None
+    # stopped for being idle, as its keeper says (how soon is not asserted: that it does not stop early while
+    # a command or a client is there is the next tests')
     assert "no client for 2 s" in (home / "server.log").read_text()
+
+
+def _stays_up(pid: int, idle_s: float, why: str) -> None:
+    """The server ``pid`` does not stop through twice its idle timeout, looked at every 0.1 s.  The wait is
+    what is tested (the keeper stops a server ``idle_s`` after its last client; nothing announces that it
+    looked and kept it), not a hope that something happened meanwhile: a premature stop fails at once."""
+    end = time.monotonic() + 2 * idle_s
+    while time.monotonic() < end:
+        assert not _gone(pid), why
+        time.sleep(0.1)
 
 
 def test_a_command_or_a_client_in_progress_keeps_the_server_up(home):
@@ -109,13 +119,11 @@ def test_a_command_or_a_client_in_progress_keeps_the_server_up(home):
     _cli(home, "timings", idle="2")
     record = _record(home)
     with using(home):  # what a running command holds, however quiet it is
-        time.sleep(4)
-        assert not _gone(record["pid"]), "the server stopped under a command"
+        _stays_up(record["pid"], record["idle_s"], "the server stopped under a command")
     client = pymongo.MongoClient(record["uri"], serverSelectionTimeoutMS=3000)
     try:
         client.admin.command("ping")
-        time.sleep(4)
-        assert not _gone(record["pid"]), "the server stopped under a connected client"
+        _stays_up(record["pid"], record["idle_s"], "the server stopped under a connected client")
     finally:
         client.close()
     _wait(lambda: _gone(record["pid"]), 20, "the server did not stop once its clients left")
@@ -147,8 +155,9 @@ def test_server_start_keeps_a_per_home_server_for_good(home):
     adopted = _cli(home, "server", "start")
     assert adopted.returncode == 0 and "already running" in adopted.stdout, adopted.stdout + adopted.stderr
     assert "until `sci-ingest server stop`" in adopted.stdout
-    time.sleep(4)
-    assert not _gone(record["pid"]) and _record(home)["idle_s"] is None
+    assert _record(home)["idle_s"] is None  # adopted: its keeper no longer stops it when idle ...
+    _stays_up(record["pid"], record["idle_s"], "the adopted server stopped when idle")  # ... past the old timeout
+    assert _record(home)["pid"] == record["pid"]
     status = _cli(home, "server", "status")
     assert status.returncode == 0 and "long-lived" in status.stdout, status.stdout
 
