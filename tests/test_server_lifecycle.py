@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pymongo
 import pytest
 
 from ingest.server.embedded import holder
@@ -44,6 +45,14 @@ def _wait(predicate, timeout: float, what: str):
     raise AssertionError(f"{what} within {timeout:.0f} s")
 
 
+def _answer(ask):
+    """``ask()``, or None while the server does not answer yet (starting)."""
+    try:
+        return ask()
+    except pymongo.errors.ConnectionFailure:
+        return None
+
+
 @pytest.mark.parametrize("idle", ["0", "600"], ids=["private", "per-home"])
 def test_kill_9_of_a_load_and_the_next_command(tmp_path, idle):
     """A private server dies with its command killed by SIGKILL; the per-home server goes on
@@ -52,8 +61,12 @@ def test_kill_9_of_a_load_and_the_next_command(tmp_path, idle):
     proc = subprocess.Popen([str(BIN), "load", "--workers", "1", "-q", str(SAMPLES / "pasta")], env=_env(home, idle),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        server = _wait(lambda: holder(home / "db"), 60, "the server did not start")
-        time.sleep(1.0)  # into the load
+        server = _wait(lambda: holder(home / "db") if (holder(home / "db") or {}).get("port") else None, 60,
+                       "the server did not start")
+        with pymongo.MongoClient(f"mongodb://127.0.0.1:{server['port']}/", directConnection=True,
+                                 serverSelectionTimeoutMS=500) as client:
+            ledger = client[os.environ.get("SCI_INGEST_DB", "sci_ingest")].ingest_files  # into the load: a file taken
+            _wait(lambda: proc.poll() is not None or _answer(ledger.find_one), 120, "the load took no file")
         proc.kill()
         proc.wait(10)
     finally:
