@@ -40,7 +40,7 @@ from pymongo import ReplaceOne
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.schema import conform
-from ingest.query.plan import ensure_exact_indexes, server_of
+from ingest.store.indexes import ensure_exact_indexes, server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs

@@ -58,7 +58,7 @@ from pymongo import IndexModel
 
 from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
-from ingest.query.plan import exact_indexes, server_of
+from ingest.store.indexes import exact_indexes, server_of
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
 from analytics.published import check_published

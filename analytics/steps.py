@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from ingest.config import Settings
 from ingest.errors import TimeLimitExceeded
 from ingest.pipeline import Cluster
-from ingest.store.connection import Connection, log_to_stderr
+from ingest.server.connection import Connection, log_to_stderr
 from ingest.store.outputs import outputs_of
 from ingest.timing import Timings, utcnow
 from analytics.reading.streaming import chunk_frame

@@ -28,6 +28,7 @@ import signal
 from enum import IntEnum
 
 from ingest.fileio import printable
+from ingest.secrets import scrub
 
 
 class Exit(IntEnum):
@@ -91,13 +92,11 @@ class SciIngestError(Exception):
     """Base class of every error sci-ingest raises on purpose.
 
     Its message never holds a secret: the passwords and secret options of every
-    MongoDB URI the process was given are masked (:func:`ingest.server.secrets.scrub`).
+    MongoDB URI the process was given are masked (:func:`ingest.secrets.scrub`).
     """
 
     def __init__(self, *args):
         if args and isinstance(args[0], str):
-            from ingest.server.secrets import scrub  # noqa: PLC0415 - lazy: 2 modules (0.8 ms) every start (parse, --help) would pay; only an error needs them
-
             args = (scrub(args[0]), *args[1:])
         super().__init__(*args)
 
@@ -120,7 +119,7 @@ class ServerUnavailable(DatabaseError):
 
 class DiskFull(ServerUnavailable):
     """No space left on a device: the server's data directory's, or that of a file sci-ingest writes
-    (:mod:`ingest.server.space` tells it).  Nothing more can be written, so it stops the work as a
+    (:mod:`ingest.store.space` tells it).  Nothing more can be written, so it stops the work as a
     server out of reach does; the message is :func:`no_space`'s, one line."""
 
 

@@ -31,10 +31,10 @@ from typing import Callable, Sequence
 
 from ingest.store.catalog import TIMINGS
 from ingest.config import SAMPLES_DIR, SYNTHETIC_SAMPLES, Settings
-from ingest.store.connection import Connection, log_to_stderr, database, prepare
+from ingest.server.connection import Connection, log_to_stderr, database, prepare
 from ingest.errors import (ConfigError, DiskFull, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable,
                            UsageError, ValidationFailed)
-from ingest.server.space import own_disk_full
+from ingest.store.space import own_disk_full
 from ingest.store.mongo import ping, redact
 from ingest.store.retry import Retry, process_alive
 from ingest.store.servers import ServerInfo

@@ -126,7 +126,7 @@ def assert_exact_answers(db, report: dict) -> None:
     document, for E-value ranges down to 1e-200, on hits and on best_hits' output; on a server
     whose index keys lose the order of numbers, the run's notes say which indexes were cut."""
     from ingest.store.servers import describe
-    from ingest.query.plan import numeric_keys_exact
+    from ingest.store.indexes import numeric_keys_exact
 
     for coll, path in (("hits", ("hsps", 0, "evalue")), ("query_best_hits", ("best_evalue",))):
         values = []

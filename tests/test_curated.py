@@ -20,7 +20,8 @@ import pytest
 from ingest.store import catalog, curated
 from ingest.query.compile import to_filter
 from ingest.query.language import parse
-from ingest.query.plan import exact_indexes, explain, numeric_keys_exact, numeric_paths
+from ingest.query.plan import explain, numeric_paths
+from ingest.store.indexes import exact_indexes, numeric_keys_exact
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"

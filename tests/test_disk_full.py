@@ -25,7 +25,7 @@ import pytest
 
 import load_corpus
 from test_pasta_big_block import REAL, big_block
-from ingest.server.space import LOW_SPACE_BYTES, free_bytes, own_disk_full
+from ingest.store.space import LOW_SPACE_BYTES, free_bytes, own_disk_full
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"

@@ -97,7 +97,7 @@ def _assert_exact_indexes(db) -> list:
     """The output's indexes are the declared ones this server keeps exact, none withheld is there,
     and every range over best_evalue (a float) counts what a collection scan counts; the withheld."""
     from analytics.registry import get_analysis
-    from ingest.query.plan import exact_indexes
+    from ingest.store.indexes import exact_indexes
 
     indexes = {tuple(v["key"]) for v in db["query_best_hits"].index_information().values()}
     built, withheld = exact_indexes(db, "query_best_hits", get_analysis("best_hits").indexes)

@@ -161,6 +161,29 @@ def test_no_private_name_crosses_a_package():
     assert not private, "\n".join(private)
 
 
+def rooms(edges) -> list[tuple[str, str, int, str, str]]:
+    """The imports between the parts of a package (``ingest.store``, ``ingest.server``, a module such
+    as ``ingest.errors``): the edges with each end cut to its first two names."""
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    return [(room(a), room(b), line, name, a) for a, b, line, name in edges if room(a) != room(b)]
+
+
+def test_the_parts_of_ingest_import_each_other_one_way():
+    """``ingest``'s parts stand on floors: no two of them import each other, however long the way
+    (``ingest.store`` imports nothing of ``ingest.server``, which builds on it).  (In ``analytics`` the
+    registry lists the package of analyses, whose modules declare themselves with it: a discovery,
+    as a format registry's, kept.)"""
+    parts = [e for e in rooms(imports(project_modules())) if e[0].startswith("ingest.")]
+    circles = []
+    for component in loops(parts):
+        members = set(component)
+        circles.append("parts that reach each other: " + "; ".join(
+            f"{who} -> {b} ({name}, line {line})" for a, b, line, name, who in parts if a in members and b in members))
+    assert not circles, "\n".join(circles)
+
+
 def test_the_plugins_registered_sit_above_ingest():
     """The registration point runs upward only: what `ingest` loads through its entry points lives
     in `analytics` (so the inversion hides no import from `ingest` into itself)."""
@@ -193,6 +216,9 @@ def test_the_checker_sees_a_loop_and_an_arrow_up(tmp_path):
     """The checks can fail: a made-up pair of modules that import each other, one from a lower floor."""
     edges = [("ingest.a", "analytics.b", 3, "f"), ("analytics.b", "ingest.a", 5, "g"), ("ingest.c", "ingest.a", 1, "h")]
     assert loops(edges) == [["analytics.b", "ingest.a"]]
+    parts = rooms([("ingest.store.mongo", "ingest.server.secrets", 2, "s"), ("ingest.server.keeper", "ingest.store.mongo", 4, "m"),
+                   ("ingest.store.mongo", "ingest.store.names", 1, "n")])
+    assert loops(parts) == [["ingest.server", "ingest.store"]]
     assert [e for e in edges if floor_of(e[0]) < floor_of(e[1])] == [edges[0]]
 
 

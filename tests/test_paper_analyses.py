@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.query.plan import exact_indexes
+from ingest.store.indexes import exact_indexes
 
 from analytics.analyses import formula_consistency as fc
 from analytics.analyses import hit_distributions as hd

@@ -41,7 +41,7 @@ def samples(mongo_uri, mongo_client):
     """The bundled -m 10 samples and materials loaded into a database of this module."""
     from ingest.store.catalog import QUERY_INDEXES
     from ingest.load import LoadOptions, load_paths
-    from ingest.query.plan import ensure_exact_indexes
+    from ingest.store.indexes import ensure_exact_indexes
 
     name = f"t_query_{uuid.uuid4().hex[:8]}"
     paths = [str(REPO / "samples" / "pasta"), str(REPO / "samples" / "materials" / "materials.jsonl.gz")]

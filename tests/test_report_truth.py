@@ -38,7 +38,7 @@ import pytest
 from analytics.report.html import collect, figures
 from ingest.config import SYNTHETIC_SAMPLES, Settings
 from ingest.errors import RUN_STATUS, Exit
-from ingest.store.connection import database
+from ingest.server.connection import database
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.errors import DatabaseError
-import ingest.server.secrets as secrets_module
-from ingest.server.secrets import redact_uri, remember, scrub
+import ingest.secrets as secrets_module
+from ingest.secrets import redact_uri, remember, scrub
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

@@ -20,7 +20,7 @@ from analytics.bench import all_experiments
 from analytics.bench.output import _fmt, plot_png, point_columns
 from analytics.bench.runner import stored_runs
 from analytics.report.page import CSS, esc, html_table, png_uri
-from ingest.store.connection import database
+from ingest.server.connection import database
 
 __all__ = ["write_report", "render"]
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 from analytics.bench.core import RUNS, Experiment, Context, machine, new_run_id, software
 from analytics.bench.output import compare, write_files
-from ingest.store.connection import database
+from ingest.server.connection import database
 from ingest.store.mongo import connect, close_client, db_errors
 
 __all__ = ["run_experiment", "BUDGET_S", "machine_label", "stored_runs", "BENCH_DB_SUFFIX"]

@@ -43,7 +43,7 @@ from bson import MaxKey, MinKey
 from ingest.schema import Column, Schema
 from ingest.config import SETTINGS, Choice, setting
 from ingest.errors import ConfigError
-from ingest.query.plan import server_of
+from ingest.store.indexes import server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from analytics.reading.chunks import chunk_table, plan_chunk_partitions

@@ -46,7 +46,7 @@ from ingest.config import SYNTHETIC_SAMPLES
 from ingest.report import cell
 from ingest.schema import conform
 from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, TIMINGS, VALIDATION
-from ingest.store.connection import database
+from ingest.server.connection import database
 from ingest.store.mongo import db_errors, redact
 from ingest.store.outputs import outputs_of
 
@@ -191,7 +191,7 @@ def _output_frame(db, analysis, path: Path, timings) -> tuple[object | None, str
 
 
 def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS) -> dict:
-    """Everything the page shows, read from ``conn`` (a :class:`ingest.store.connection.Connection`)."""
+    """Everything the page shows, read from ``conn`` (a :class:`ingest.server.connection.Connection`)."""
     db = conn.db
     with db_errors("reading the run for the report"):
         timings = db[TIMINGS]

@@ -21,7 +21,7 @@ import math
 from ingest.config import Settings
 from ingest.errors import ConfigError
 from ingest.load.plan import discover
-from ingest.store.connection import database
+from ingest.server.connection import database
 from ingest.store.ledger import Ledger
 from ingest.store.retry import Retry
 

@@ -321,10 +321,10 @@ def _end_operations() -> None:
 
 
 def _disk_full(exc: BaseException):
-    """The full disk behind ``exc`` (:func:`ingest.server.space.own_disk_full`: the folder of the file, else
+    """The full disk behind ``exc`` (:func:`ingest.store.space.own_disk_full`: the folder of the file, else
     the home's), or None."""
     from ingest.config import Settings  # noqa: PLC0415 - lazy: only a failed command pays it (the settings, psutil: 10 ms)
-    from ingest.server.space import own_disk_full  # noqa: PLC0415 - lazy: as above
+    from ingest.store.space import own_disk_full  # noqa: PLC0415 - lazy: as above
 
     try:
         settings = Settings()

@@ -157,7 +157,7 @@ def cmd_query(args) -> int:
     from ingest.query.output import run_query  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
     from ingest.query.plan import scan_warning  # noqa: PLC0415 - lazy: pymongo, as run_query
     from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
-    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as run_query
+    from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo, as run_query
 
     with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
@@ -188,7 +188,8 @@ def _name(keys) -> str:
 
 
 def _explain(coll, spec, curated, as_json: bool) -> int:
-    from ingest.query.plan import explain, index_state  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.query.plan import explain  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.store.indexes import index_state  # noqa: PLC0415 - lazy: as explain
     from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
     from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as explain
 
@@ -241,7 +242,7 @@ def _export(coll, spec, fmt: str, out: str, args) -> int:
 def cmd_export(args) -> int:
     from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as in cmd_query
     from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
-    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
 
     curated = _curated(args.collection)
     spec = _spec(args, curated, default_fields=tuple(f.name for f in curated.fields))
@@ -262,9 +263,9 @@ def cmd_export(args) -> int:
 @_guarded
 def cmd_indexes(args) -> int:
     from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as in cmd_query
-    from ingest.query.plan import build_indexes, numeric_keys_exact  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
+    from ingest.store.indexes import build_indexes, numeric_keys_exact  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
     from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as in _print_fields
-    from ingest.store.connection import database  # noqa: PLC0415 - lazy: pymongo, as build_indexes
+    from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo, as build_indexes
     from ingest.store.curated import UnknownCollection, names  # noqa: PLC0415 - lazy: as in _curated
 
     only = [c.strip() for c in args.collections.split(",")] if args.collections else None

@@ -10,7 +10,7 @@ from ingest.errors import Exit
 from ingest.fileio import printable, stderr_line
 from ingest.report import dumps, iso_utc, table, timing_table, worker_table
 from ingest.store.catalog import TIMINGS
-from ingest.store.connection import database
+from ingest.server.connection import database
 from ingest.store.mongo import db_errors
 from ingest.timing import NEVER_SET, level_filter, run_status
 

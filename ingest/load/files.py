@@ -55,7 +55,7 @@ from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
-from ingest.server.space import own_disk_full
+from ingest.store.space import own_disk_full
 from ingest.store.retry import Retry
 from ingest.timing import utcnow
 

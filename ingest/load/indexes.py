@@ -29,7 +29,7 @@ record that several files hold is counted for each.
 
 Building the indexes is a timed stage of its own (``index``).  On a server whose index keys
 lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a float field
-(:func:`ingest.query.plan.exact_indexes`): every client's answers equal a collection scan's.
+(:func:`ingest.store.indexes.exact_indexes`): every client's answers equal a collection scan's.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from __future__ import annotations
 from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, META, QUERY_INDEXES
 from ingest.store.retry import Retry
 from ingest.store.servers import drop_indexes
-from ingest.query.plan import ensure_exact_indexes, exact_indexes
+from ingest.store.indexes import ensure_exact_indexes, exact_indexes
 
 __all__ = ["BULK_MIN_DOCUMENTS", "BYTES_PER_DOCUMENT", "expected_documents", "is_bulk", "documents_held",
            "add_written", "before_load", "after_load"]
@@ -105,6 +105,6 @@ def before_load(db, bulk: bool) -> int:
 
 
 def after_load(db) -> int:
-    """Build the query indexes that are missing (as :func:`ingest.query.plan.exact_indexes` has them:
+    """Build the query indexes that are missing (as :func:`ingest.store.indexes.exact_indexes` has them:
     on a server whose index keys lose the order of numbers, none on a float field); returns how many."""
     return ensure_exact_indexes(db, QUERY_INDEXES)["created"]

@@ -10,8 +10,8 @@
 * :mod:`ingest.query.safety`: the operator allow-list, and ``--filter`` raw filters
   parsed and checked against it (no server-side JavaScript can be expressed);
 * :mod:`ingest.query.plan`: how a query runs on the server at hand: ``explain``, the
-  collection-scan warning, SecantusDB's numeric index keys, and building the curated
-  indexes;
+  collection-scan warning, the float paths a range must not walk an index for where the
+  server's index keys lose numbers (the indexes themselves: :mod:`ingest.store.indexes`);
 * :mod:`ingest.query.output`: ``sci-ingest query``: rows streamed as a table, CSV or
   JSON Lines (Parquet through the export);
 * :mod:`ingest.query.arrow`: raw BSON batches to Arrow through pymongoarrow with a declared

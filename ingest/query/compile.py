@@ -43,7 +43,8 @@ from typing import Any
 
 from ingest.query import QueryError
 from ingest.query.language import And, Compare, Exists, Has, In, Node, Not, Or, parse
-from ingest.query.plan import numeric_keys_exact, numeric_paths, unsafe_index
+from ingest.query.plan import numeric_paths, unsafe_index
+from ingest.store.indexes import numeric_keys_exact
 from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
 from ingest.schema import projection_for
 

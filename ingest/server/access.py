@@ -12,7 +12,7 @@ turns authentication on for good for a sci-ingest home:
 3. from then on every server of that home (the shared one, and the private one a
    command starts) runs with ``--auth``, and every command of that home connects
    with the stored credentials; they never appear in output (the URI is redacted,
-   :mod:`ingest.server.secrets`).
+   :mod:`ingest.secrets`).
 
 ``sci-ingest server add-user NAME --read-only`` adds an analyst who can read
 the database and nothing else; the password goes to ``<home>/users/NAME.json``

@@ -37,7 +37,7 @@ from ingest.config import SETTINGS, Size, setting
 from ingest.errors import ConfigError, DiskFull, ServerError, no_space
 from ingest.fileio import stderr_line
 from ingest.server.access import enable_auth, load_credentials, with_credentials
-from ingest.server.space import own_disk_full, refuse_if_full, short_of_space
+from ingest.store.space import own_disk_full, refuse_if_full, short_of_space
 from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
 
 EXECUTABLE = "secantusd-py"

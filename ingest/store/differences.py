@@ -39,7 +39,7 @@ __all__ = ["Check", "CHECKS", "Found", "Probe", "probe", "cache_file", "SCRATCH_
 SCRATCH_PREFIX = "_sci_ingest_probe_"
 #: A scratch collection older than this (its name holds its time) is a killed probe's: dropped.
 STALE_S = 600
-#: The check of ranges through an index on floats (what :func:`ingest.query.plan.numeric_keys_exact` reads).
+#: The check of ranges through an index on floats (what :func:`ingest.store.indexes.numeric_keys_exact` reads).
 FLOAT_INDEX = "float_index_range"
 _KEEP = 16  # servers remembered in the cache file
 _UNAUTHORIZED = 13

@@ -52,9 +52,9 @@ from ingest.store.catalog import SHARD_KEYS
 from ingest.config import command_name, setting
 from ingest.errors import (ConfigError, DatabaseError, DiskFull, ServerUnavailable,
                            TimeLimitExceeded, UnsupportedFeature)
-from ingest.server.secrets import redact_uri, remember
+from ingest.secrets import redact_uri, remember
 from ingest.store.rights import lacking
-from ingest.server.space import server_disk_full, storage_of
+from ingest.store.space import server_disk_full, storage_of
 
 __all__ = [
     "client", "connect", "shared_client", "ping", "db_errors", "redact", "DUPLICATE_KEY", "is_transient",
@@ -145,7 +145,7 @@ def client(uri: str, *, timeout_ms: int | None = None, max_pool_size: int = MAX_
     any one reply (default: none), for callers whose every operation is short:
     a reply that never comes then becomes a retried timeout instead of a hang.
     A malformed URI raises :class:`ConfigError`.  The URI's secrets are remembered
-    first, so no message about it can show them (:mod:`ingest.server.secrets`).  Any other
+    first, so no message about it can show them (:mod:`ingest.secrets`).  Any other
     keyword is a ``MongoClient`` option (e.g. ``serverMonitoringMode``).
     """
     remember(str(uri))
@@ -327,7 +327,7 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
 
 
 def _disk_full(exc: OperationFailure, uri: str | None) -> DiskFull | None:
-    """The full disk behind a server's error (:func:`ingest.server.space.server_disk_full`), or None;
+    """The full disk behind a server's error (:func:`ingest.store.space.server_disk_full`), or None;
     ``uri`` the server's, else each server this process used."""
     errors = (exc.details or {}).get("writeErrors") if isinstance(exc, BulkWriteError) else None
     code, message = (errors[0].get("code"), str(errors[0].get("errmsg") or "")) if errors else (exc.code, _reason(exc))
@@ -342,7 +342,7 @@ def _disk_full(exc: OperationFailure, uri: str | None) -> DiskFull | None:
 
 def local_storage(uri: str):
     """The data directory of the server at ``uri`` when it runs on this machine and says where on its
-    command line (:func:`ingest.server.space.storage_of`), else None."""
+    command line (:func:`ingest.store.space.storage_of`), else None."""
     if not str(uri).startswith("mongodb://") or not _on_this_machine(uri):
         return None
     try:

@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from ingest.server.state import recorded
-
-__all__ = ["Outputs", "outputs_of", "outputs_at", "as_outputs", "uri_server", "EMBEDDED", "MAX_NAME"]
+__all__ = ["Outputs", "outputs_of", "outputs_at", "as_outputs", "uri_server", "same_hosts", "EMBEDDED", "MAX_NAME"]
 
 #: The folder of the home's own embedded server's databases (a URI's folder always holds ``_``).
 EMBEDDED = "embedded"
@@ -112,13 +110,10 @@ def uri_server(uri: str) -> tuple[str, str]:
     return _component(folder, identity), identity or "unknown"
 
 
-def _embedded_at(uri: str, home: Path) -> bool:
-    """Whether ``uri`` names the server recorded in ``home`` (the home's embedded server, reached by URI)."""
-    state = recorded(home)
-    if not state or not state.get("uri"):
-        return False
+def same_hosts(uri: str, other: str) -> bool:
+    """Whether two URIs name the same hosts (a server reached by two URIs: other options, credentials)."""
     mine = _hosts(uri)[0]
-    return bool(mine) and mine == _hosts(state["uri"])[0]
+    return bool(mine) and mine == _hosts(other)[0]
 
 
 def _embedded(settings) -> Outputs:
@@ -129,8 +124,9 @@ def _embedded(settings) -> Outputs:
 
 def outputs_of(settings, conn) -> Outputs:
     """The outputs folder of the command's database (``settings.db_name``) on the server of ``conn``
-    (a :class:`ingest.store.connection.Connection`)."""
-    if conn.embedded or _embedded_at(conn.uri, Path(settings.state_dir)):
+    (a :class:`ingest.server.connection.Connection`: ``home`` when it is the home's embedded server,
+    also reached by URI)."""
+    if conn.home:
         return _embedded(settings)
     folder, identity = uri_server(conn.uri)
     return Outputs(Path(settings.out_dir) / folder / _db_folder(settings.db_name), settings.db_name, identity)

@@ -14,18 +14,21 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
 from ingest.config import Settings, require_uri
 from ingest.errors import UnsupportedFeature
 from ingest.fileio import printable
-from ingest.query.plan import ensure_exact_indexes, exact_indexes, withheld_note
+from ingest.store.indexes import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, running_server
+from ingest.server.state import recorded
 from ingest.store.differences import probe
 from ingest.store.mongo import close_client, connect, forget
+from ingest.store.outputs import same_hosts
 from ingest.store.servers import ServerInfo, describe, ensure_hashed_indexes, ensure_indexes
 
 __all__ = ["Connection", "database", "prepare", "log_to_stderr"]
@@ -45,6 +48,7 @@ class Connection:
     info: ServerInfo
     embedded: str | None  # None | "private" | "per-home" | "shared"
     server_pid: int | None = None  # the embedded server's process when nothing restarts it once it is gone
+    home: bool = False  # the home's embedded server (started, found, or named by the URI): its outputs folder
 
 
 @contextmanager
@@ -60,10 +64,16 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
             client = connect(uri)
             info = describe(client)
             yield Connection(uri=uri, client=client, db=client[settings.db_name], info=info, embedded=embedded,
-                             server_pid=server_pid)
+                             server_pid=server_pid, home=embedded is not None or _home_server(uri, settings))
         finally:
             if client is not None:
                 close_client(client)
+
+
+def _home_server(uri: str, settings: Settings) -> bool:
+    """Whether ``uri`` names the server recorded in the home (its embedded server, reached by URI)."""
+    state = recorded(Path(settings.state_dir))
+    return bool(state and state.get("uri")) and same_hosts(uri, state["uri"])
 
 
 def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) -> tuple[str, str, int | None]:

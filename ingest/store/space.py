@@ -14,7 +14,7 @@ A write of sci-ingest's own (an output's Parquet file, a report, a record in the
 ``OSError`` ENOSPC (or EDQUOT, a quota), often wrapped in an error of its own: :func:`own_disk_full`
 finds it in the chain and names the folder.
 
-The bottom of :mod:`ingest.server` with :mod:`ingest.server.state`: it imports no other module of it.
+It imports no module of :mod:`ingest.server` (which imports it): only :mod:`ingest.errors`.
 """
 
 from __future__ import annotations
