@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 
+from analytics.registry import UnknownAnalysis, select_analyses
 from ingest.cli.common import cmd_run
 from ingest.cli.options import typed
 from ingest.config import Number
 from ingest.errors import Exit, UsageError
 from ingest.report import dumps, table
-from analytics.registry import UnknownAnalysis, select_analyses
 
 __all__ = ["register", "cmd_analyze", "cmd_validate", "cmd_report", "cmd_bench"]
 

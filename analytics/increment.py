@@ -37,6 +37,10 @@ from pathlib import Path
 
 from pymongo import ReplaceOne
 
+from analytics.changes import changes, record_state
+from analytics.published import check_published, unfit_reason
+from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
+from analytics.registry import output_table
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.schema import conform
@@ -44,10 +48,6 @@ from ingest.store.indexes import ensure_exact_indexes, server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
-from analytics.changes import changes, record_state
-from analytics.published import check_published, unfit_reason
-from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
-from analytics.registry import output_table
 
 __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_scope", "WHOLE_ABOVE",
            "MAX_CHANGED", "COUNT_ABOVE"]
@@ -179,8 +179,8 @@ def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
     them (see :class:`analytics.registry.Merge`): the new files' rows (one key range each), the rows
     of files loaded before that share a ``before_by`` value with them (``$in`` in chunks), and the
     published table with its counts."""
-    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
     import pandas as pd  # noqa: PLC0415 - lazy: as above; pandas costs 0.3 s
+    import pyarrow.parquet as pq  # noqa: PLC0415 - lazy: analytics.runner imports this module and must stay light (tests/test_analytics.py); pyarrow costs 0.22 s
 
     merge, columns = analysis.merge, analysis.columns
     path = {c.name: c.path for c in columns}

@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from ingest.store.curated import Curated, OutputCollection, OutputField, Question
 from analytics import commands
 from analytics.registry import RUN_ID, all_analyses
+from ingest.store.curated import Curated, OutputCollection, OutputField, Question
 
 #: name -> "module:function", imported when the step runs (its modules import Dask, pandas and
 #: Great Expectations: seconds that `sci-ingest --help` and `query` must not pay).

@@ -74,14 +74,23 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from ingest.schema import (Column, OutputColumn, Schema, check_outputs, conform, empty, output_arrow_schema,
-                              output_dtypes)
+import analytics.analyses as analyses_package
 from ingest.documents import search_id_prefix
 from ingest.errors import AnalysisError, ConfigError
-import analytics.analyses as analyses_package
+from ingest.schema import (
+    Column,
+    OutputColumn,
+    Schema,
+    check_outputs,
+    conform,
+    empty,
+    output_arrow_schema,
+    output_dtypes,
+)
 
 __all__ = ["Analysis", "Merge", "Side", "UnknownAnalysis", "all_analyses", "analysis_names", "get_analysis",
            "select_analyses", "concat_by_id", "gather_partials", "output_table", "RUN_ID"]

@@ -50,23 +50,23 @@ import os
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 from pymongo import IndexModel
 
+from analytics.increment import merge_new, plan_scope, publish_changes, record_scope, scoped_queries
+from analytics.published import check_published
+from analytics.reading.partitions import range_filter, read_collection, read_partition
+from analytics.reading.planning import plan_reads
+from analytics.reading.streaming import chunk_frame, read_chunks
+from analytics.registry import Analysis, output_table, select_analyses
 from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.store.indexes import exact_indexes, server_of
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
-from analytics.published import check_published
-from analytics.increment import merge_new, plan_scope, publish_changes, record_scope, scoped_queries
-from analytics.reading.partitions import range_filter, read_collection, read_partition
-from analytics.reading.planning import default_partitions, plan_reads
-from analytics.registry import Analysis, output_table, select_analyses
-from analytics.reading.streaming import chunk_frame, read_chunks
 
 __all__ = ["AnalysisResult", "analyze", "run_analysis", "apply_partition", "stream_chunks", "output_documents"]
 log = logging.getLogger(__name__)

@@ -9,24 +9,24 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import Callable, Sequence
 
+from analytics.increment import plan_scope
+from analytics.reading.streaming import chunk_frame
+from analytics.registry import all_analyses, select_analyses
+from analytics.runner import run_analysis
+from analytics.validation import validate
+from analytics.validation.run import suites_to_check
+from analytics.validation.stream import engine
+from analytics.validation.suites import load_suites
 from ingest.config import Settings
 from ingest.errors import TimeLimitExceeded
 from ingest.pipeline import Cluster
 from ingest.server.connection import Connection, log_to_stderr
+from ingest.store.mongo import db_errors
 from ingest.store.outputs import outputs_of
 from ingest.timing import Timings, utcnow
-from analytics.reading.streaming import chunk_frame
-from analytics.registry import all_analyses, select_analyses
-from analytics.increment import plan_scope
-from analytics.runner import run_analysis
-from analytics.validation import validate
-from analytics.validation.run import suites_to_check
-from analytics.validation.suites import load_suites
-from ingest.store.mongo import db_errors
-from analytics.validation.stream import engine
 
 
 def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: Sequence[str] | None = None,
@@ -177,9 +177,10 @@ def prepare_for_analyses() -> bool:
     import bson  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
     import pandas  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
     import pyarrow  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
-    import pyarrow.parquet  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+
     # pyarrow.pandas_compat: first used by Table.from_pandas when an output is published
     import pyarrow.pandas_compat  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
+    import pyarrow.parquet  # noqa: PLC0415,F401 - lazy: a warm-up: importing on each worker is its purpose
 
     for analysis in all_analyses():  # imports every analysis module
         try:  # and walks its code once on an empty frame: pandas and pyarrow import and compile lazily

@@ -51,8 +51,8 @@ def build_hits(coll, target: int, log) -> None:
     """Insert ``target`` hits of the real stored form (nothing when they are there)."""
     from ingest.documents import search_documents
     from ingest.fileio import open_binary
-    from ingest.store.mongo import db_errors
     from ingest.parsers.pasta import parse_dicts
+    from ingest.store.mongo import db_errors
 
     with db_errors("counting the bench hits"):
         if coll.estimated_document_count() == target:
@@ -80,8 +80,8 @@ def build_hits(coll, target: int, log) -> None:
 
 
 def _spec():
-    from ingest.store import curated
     from ingest.query.compile import build
+    from ingest.store import curated
 
     return build(curated.get("hits"), fields="*")
 
@@ -168,8 +168,8 @@ def main() -> int:
         child(args.child, args.uri, args.file)
         return 0
 
-    from ingest.store.mongo import client
     from ingest.server.embedded import EmbeddedServer
+    from ingest.store.mongo import client
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -69,9 +69,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import load_corpus
-from load_measure import (CLI, DATA, ROOT, Server, _BATCHES, _frozen, _index_label, _raise_interrupt,
-                           catalog_indexes, check_documents, create_indexes, index_snapshot, index_stage,
-                           load_docs_per_s, loader_flags, raw_insert, run_load, stage_seconds)
+from load_measure import (
+    _BATCHES,
+    CLI,
+    DATA,
+    ROOT,
+    Server,
+    _frozen,
+    _index_label,
+    _raise_interrupt,
+    catalog_indexes,
+    check_documents,
+    create_indexes,
+    index_snapshot,
+    index_stage,
+    load_docs_per_s,
+    loader_flags,
+    raw_insert,
+    run_load,
+    stage_seconds,
+)
 
 BENCH_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "sci-ingest-bench"
 DEFAULT_CORPUS = BENCH_DIR / "load-corpus"
@@ -203,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_corpus(DEFAULT_10X, 10)
     bench = Bench(args=args, inputs=quick_inputs(corpus) if args.quick else [str(corpus)],
                   corpus_10x=args.corpus_10x or (DEFAULT_10X if args.build_10x else None), workers=workers,
-                  result={"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  result={"started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                           "git": _git_head(), "corpus": str(corpus), "quick": args.quick, "workers": workers,
                           "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "notes": []})
     if args.raw_indexes:

@@ -38,13 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pymongo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_measure import CLI, ROOT, Server, run_load  # noqa: E402
+from load_measure import ROOT, Server, run_load  # noqa: E402
 
 INPUTS = ROOT / "samples" / "pasta" / "inputs"
 STUDY_FILES = 1_100_000

@@ -524,7 +524,7 @@ def report(result: dict) -> None:
     log(f"server: RSS {result['server']['rss_at_start_mb']} MB at its start, {result['server'].get('rss_at_end_mb')} MB "
         f"at the end")
     log("\nstep | wall s | exit | growing s | main stages | server RSS after MB | server peak MB | command peak MB")
-    for key, cmd in result["steps"].items():
+    for cmd in result["steps"].values():
         main = [(s["stage"], s["seconds"]) for s in cmd["stages"]
                 if s["stage"] in ("load", "index", "validate", "warm_up.validate", "cluster", "start-up")]
         if any(s["stage"].startswith("analyze.") for s in cmd["stages"]):
@@ -547,7 +547,7 @@ def report(result: dict) -> None:
             f"{_f(r['changed_records_in'], 0)} | {_f(r['changed_over_full'])}")
     log(f"analyze --changed after +1 % / full analyze: wall {_f(fig['changed_over_full_wall'])}x, "
         f"analysis stages {_f(fig['changed_over_full_stages'])}x")
-    for key, cmd in result["steps"].items():
+    for cmd in result["steps"].values():
         failed = cmd.get("failed_attempts") or []
         if failed:
             a = failed[-1]

@@ -35,8 +35,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "materials"
@@ -78,10 +78,10 @@ def sha256_of(path: Path) -> str:
 # ------------------------------------------------------------------ documents
 def documents(path: Path) -> Iterator[tuple[str, dict]]:
     """(collection, document) for every document the loader stores for ``path``."""
-    from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
     from ingest.documents import record_document, search_documents
     from ingest.errors import ParseError
     from ingest.fileio import open_binary
+    from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 
     sha = sha256_of(path)
     key = str(Path(path).resolve())

@@ -25,7 +25,7 @@ expectation) fail the task at once (``AirflowFailException``).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag, get_current_context, task
 
@@ -45,7 +45,7 @@ DEFAULT_ARGS = {
     dag_id=DAG_ID,
     description="Ingest FASTA -m 10 searches and Materials-Project records into MongoDB, analyse, validate.",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=6),

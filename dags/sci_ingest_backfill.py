@@ -12,7 +12,7 @@ collection emits its Asset only if some batch wrote into it.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airflow.sdk import Param, dag, get_current_context, task
 
@@ -25,7 +25,7 @@ POOL = "sci_ingest_load"
     dag_id="sci_ingest_backfill",
     description="Load given files, directories or a glob in batches (dynamic task mapping, one pool).",
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     default_args=task_defaults(),
     params={
@@ -43,8 +43,8 @@ def sci_ingest_backfill():
         """The batches to load (the log says what was left out and why)."""
         from airflow.sdk import conf
 
-        from ingest.airflow.support import resolve_mongo_uri, run_task
         from ingest.airflow.backfill import plan_backfill
+        from ingest.airflow.support import resolve_mongo_uri, run_task
 
         params = get_current_context()["params"]
         max_batches = min(1024, conf.getint("core", "max_map_length", fallback=1024))

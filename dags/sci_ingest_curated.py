@@ -11,7 +11,7 @@ what it read and why (see ``analytics/changes.py``).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 
@@ -24,7 +24,7 @@ from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_def
     dag_id="sci_ingest_curated",
     description="Analyse and validate when sci_ingest_landing wrote new documents (Asset-triggered).",
     schedule=reduce(or_, (collection_asset(c) for c in ASSET_COLLECTIONS)),
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     default_args=task_defaults(),

@@ -15,7 +15,7 @@ events.  Backfills: ``airflow backfill create --dag-id sci_ingest_landing --from
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airflow.sdk import dag, get_current_context, task
 
@@ -26,7 +26,7 @@ from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_def
     dag_id="sci_ingest_landing",
     description="Load each day's landing folder; emit an Asset event per collection written.",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=4,
     default_args=task_defaults(),

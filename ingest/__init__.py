@@ -63,10 +63,18 @@ __all__ = sorted(_EXPORTS, key=str.casefold)
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
     from ingest.config import Settings  # noqa: F401
     from ingest.errors import (  # noqa: F401
-        AnalysisError, ConfigError, DatabaseError, InputError, ParseError, SciIngestError, ServerError,
-        UnknownFormat, UnsupportedFeature, ValidationFailed,
+        AnalysisError,
+        ConfigError,
+        DatabaseError,
+        InputError,
+        ParseError,
+        SciIngestError,
+        ServerError,
+        UnknownFormat,
+        UnsupportedFeature,
+        ValidationFailed,
     )
-    from ingest.load import LoadStopped, LoadOptions, LoadSummary, load_paths  # noqa: F401
+    from ingest.load import LoadOptions, LoadStopped, LoadSummary, load_paths  # noqa: F401
     from ingest.model import Hit, Hsp, Query  # noqa: F401
     from ingest.pipeline import STEPS, RunReport, run  # noqa: F401
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import sys
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
+from ingest import plugins
 from ingest.config import default_workers, setting
 from ingest.errors import AnalysisError, ConfigError
 from ingest.fileio import library_messages_again, stderr_line
 from ingest.tls import TLS_ENV, client_security, plain_tcp_risk
-from ingest import plugins
 
 __all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
 
@@ -30,7 +30,7 @@ WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}
 
 @contextmanager
 def dask_client(scheduler_address: str | None = None, n_workers: int | None = None, *,
-                in_process: bool = False, tls_dir: str | None = None) -> Iterator["distributed.Client"]:  # noqa: F821
+                in_process: bool = False, tls_dir: str | None = None) -> Iterator[distributed.Client]:  # noqa: F821
     """A Dask client for the duration of the block, closed at exit.
 
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),

@@ -137,7 +137,7 @@ class Settings:
         return self.state_dir / "out"
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
+    def from_env(cls, **overrides) -> Settings:
         env = os.environ
         base = cls(
             mongo_uri=env.get("MONGODB_URI") or None,
@@ -167,7 +167,7 @@ NO_DATABASE = (f"no MongoDB configured and the embedded server is off ({NO_EMBED
                "set --mongo-uri or MONGODB_URI (in Airflow: the mongo_default connection)")
 
 
-def require_uri(settings: "Settings") -> None:
+def require_uri(settings: Settings) -> None:
     """Raise :class:`ConfigError` (:data:`NO_DATABASE`, one line naming what to set) when ``settings``
     have no MongoDB URI and the embedded server is forbidden."""
     if not settings.mongo_uri and not settings.embedded:

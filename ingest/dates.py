@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["parse_iso", "format_iso", "FORMS"]
 
@@ -44,7 +44,7 @@ def parse_iso(text: str) -> datetime:
     micro = int((fraction or "")[:6].ljust(6, "0"))
     try:
         value = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
-                         micro // 1000 * 1000, tzinfo=timezone.utc)
+                         micro // 1000 * 1000, tzinfo=UTC)
     except ValueError as exc:  # month 13, day 31 in April, hour 24, second 60, year 0
         raise ValueError(f"is not a valid date-time ({exc})") from None
     if zone and zone not in "Zz":
@@ -63,8 +63,8 @@ def parse_iso(text: str) -> datetime:
 def format_iso(value: datetime) -> str:
     """A datetime as ISO 8601 in UTC to the millisecond with ``Z`` (a naive one is UTC): ``2024-01-31T12:00:00.000Z``."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    value = value.astimezone(timezone.utc)
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:"
             f"{value.second:02d}.{value.microsecond // 1000:03d}Z")
 

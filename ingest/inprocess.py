@@ -24,8 +24,9 @@ samples), a third of the command's time outside its analyses.  Dask's core is im
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import dask
 from dask.delayed import Delayed, delayed
@@ -43,7 +44,7 @@ class Done(Delayed):
     __slots__ = ("_future",)
 
     @classmethod
-    def of(cls, future: Future) -> "Done":
+    def of(cls, future: Future) -> Done:
         node = delayed(_outcome, pure=False)(future)
         done = cls(node.key, node.dask)
         done._future = future

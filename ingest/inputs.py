@@ -15,7 +15,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time of `parse`)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 from ingest.fileio import display_path, is_displayable, kind_of, printable
 

@@ -24,27 +24,36 @@ import datetime as dt
 import logging
 import re
 import uuid
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
-from ingest.store.catalog import TIMINGS
+from ingest.cluster import dask_client, warm_up
 from ingest.config import SAMPLES_DIR, SYNTHETIC_SAMPLES, Settings
-from ingest.server.connection import Connection, log_to_stderr, database, prepare
-from ingest.errors import (ConfigError, DiskFull, Exit, InputError, RUN_STATUS, SciIngestError, ServerUnavailable,
-                           UsageError, ValidationFailed)
-from ingest.store.space import own_disk_full
+from ingest.errors import (
+    RUN_STATUS,
+    ConfigError,
+    DiskFull,
+    Exit,
+    InputError,
+    SciIngestError,
+    ServerUnavailable,
+    UsageError,
+    ValidationFailed,
+    stopped_by,
+)
+from ingest.load import LoadOptions, LoadStopped, indexes, load_paths
+from ingest.load.run import resume_command
+from ingest.plugins import step
+from ingest.report import timing_table
+from ingest.server.connection import Connection, database, log_to_stderr, prepare
+from ingest.store.catalog import TIMINGS
 from ingest.store.mongo import ping, redact
 from ingest.store.retry import Retry, process_alive
 from ingest.store.servers import ServerInfo
-from ingest.timing import command_start, StageRecord, Timings, from_epoch, own_seconds, utcnow
-from ingest.cluster import dask_client, warm_up
-from ingest.plugins import step
-from ingest.errors import stopped_by
-from ingest.load import LoadOptions, load_paths, indexes, LoadStopped
-from ingest.load.run import resume_command
-from ingest.report import timing_table
+from ingest.store.space import own_disk_full
+from ingest.timing import StageRecord, Timings, command_start, from_epoch, own_seconds, utcnow
 
 _log = logging.getLogger(__name__)
 
@@ -56,7 +65,7 @@ EXIT_VALIDATION = Exit.VALIDATION
 
 def new_run_id() -> str:
     """A run id for runs started by hand (Airflow passes its own)."""
-    return f"run-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    return f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 def default_inputs() -> list[Path]:

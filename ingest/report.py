@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER, is_hidden_reason
@@ -190,8 +190,8 @@ def iso_utc(moment: datetime.datetime) -> str:
     """ISO 8601 in UTC with its ``Z``, to the millisecond (as BSON keeps dates): the one timestamp
     format sci-ingest prints.  A naive datetime (as BSON dates are read back) is UTC."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _json_default(value):

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from itertools import islice
-from datetime import datetime, timezone
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from ingest.errors import AnalysisError, ConfigError
 
@@ -180,7 +181,7 @@ def coerce(value: Any, kind: str) -> Any:
         return None
     if kind == "date":  # a datetime (pymongo's are naive UTC) as an aware UTC one; a string is not parsed
         if isinstance(value, datetime):
-            return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return None
     raise ConfigError(f"unknown column kind {kind!r}")
 

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import datetime as dt
 import resource
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator
 
 from ingest.dates import command_began_at
 from ingest.errors import SciIngestError
-from ingest.store.mongo import db_errors
 from ingest.report import iso_utc
-
+from ingest.store.mongo import db_errors
 
 SCOPES = ("run", "worker", "file")
 #: A ``started`` before this is a clock that was never set: rows written before stage timing was made
@@ -58,7 +57,7 @@ def from_epoch(seconds: float | None) -> dt.datetime | None:
     stood for it): never 1970-01-01, never a span of the whole Unix time."""
     if not seconds or seconds <= 0:
         return None
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 def command_start() -> tuple[dt.datetime | None, bool]:
@@ -73,7 +72,7 @@ def peak_rss_mb() -> float:
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 @dataclass

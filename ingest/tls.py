@@ -59,7 +59,7 @@ def make_certificates(folder: Path, hosts: list[str] | tuple[str, ...] = (), day
     if (folder / "ca.pem").exists():
         raise ConfigError(f"{folder / 'ca.pem'} exists: certificates are made once per folder (remove it to start over)")
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     until = now + dt.timedelta(days=days)
     names = [*dict.fromkeys([*hosts, "localhost", "127.0.0.1", "::1"])]
 

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis
+from ingest.documents import search_id_prefix
+from ingest.errors import AnalysisError
 from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.store import curated
 from ingest.store.catalog import HITS
-from ingest.documents import search_id_prefix
-from ingest.errors import AnalysisError
 
 #: The hits' fields it reads, as the curated declaration names them (paths and kinds declared there
 #: once); the raw score is read as a float: its quantiles and mean are.

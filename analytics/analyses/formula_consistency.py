@@ -48,18 +48,19 @@ parse; linked tasks without a usable formula are counted per link.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from analytics.registry import Analysis, Side, gather_partials
-from ingest.store import curated
-from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
-from ingest.store.catalog import MATERIALS, TASKS
 from ingest.documents.materials import ELEMENTS
 from ingest.errors import AnalysisError
+from ingest.schema import Column, OutputColumn, conform, empty, output_dtypes, require_columns
+from ingest.store import curated
+from ingest.store.catalog import MATERIALS, TASKS
 
 #: Every element symbol, in a fixed order: one numeric column per element reads a composition.
 ELEMENT_SYMBOLS: tuple[str, ...] = tuple(sorted(ELEMENTS))
@@ -117,7 +118,7 @@ class Formula(NamedTuple):
     reduced: str
     fractions: tuple[tuple[str, float], ...]  # ((element, atomic fraction), ...), by element
 
-    def same_as(self, other: "Formula") -> bool:
+    def same_as(self, other: Formula) -> bool:
         a, b = self.fractions, other.fractions
         return len(a) == len(b) and all(ea == eb and abs(fa - fb) <= FRACTION_TOLERANCE
                                         for (ea, fa), (eb, fb) in zip(a, b))

@@ -43,8 +43,8 @@ diagram pymatgen could not build (its documents).
 
 from __future__ import annotations
 
-import warnings
 import math
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -52,10 +52,10 @@ import pandas as pd
 
 from analytics.analyses.formula_consistency import amount_columns, compositions, document_formula, usable_amounts
 from analytics.registry import Analysis, gather_partials
+from ingest.errors import AnalysisError
 from ingest.schema import OutputColumn, conform, empty, output_dtypes, require_columns
 from ingest.store import curated
 from ingest.store.catalog import MATERIALS
-from ingest.errors import AnalysisError
 
 COLUMNS = (
     curated.MATERIALS.column("id", rename="doc_id"),

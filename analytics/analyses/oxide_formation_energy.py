@@ -14,7 +14,7 @@ per bin, and the counts), then :func:`oxide_combine` once.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

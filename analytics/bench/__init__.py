@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from analytics.bench.core import SIZES, Context, Experiment, Plot, Published
 from analytics.bench import experiments as package
+from analytics.bench.core import SIZES, Context, Experiment, Plot, Published
 
 __all__ = ["Experiment", "Plot", "Published", "Context", "SIZES", "ORDER", "all_experiments", "get_experiment",
            "UnknownExperiment"]

@@ -13,14 +13,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ingest.cli.common import settings_from
-from ingest.config import DB_NAME_MAX_BYTES
-from ingest.errors import Exit, SciIngestError, UsageError
-from ingest.report import dumps, table
 from analytics.bench import UnknownExperiment, all_experiments, get_experiment
 from analytics.bench.output import comparison_table, points_table
 from analytics.bench.report import write_report
 from analytics.bench.runner import BENCH_DB_SUFFIX, run_experiment
+from ingest.cli.common import settings_from
+from ingest.config import DB_NAME_MAX_BYTES
+from ingest.errors import Exit, SciIngestError, UsageError
+from ingest.report import dumps, table
 
 __all__ = ["cmd_bench"]
 

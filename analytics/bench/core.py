@@ -20,12 +20,13 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import psutil
 
@@ -76,7 +77,7 @@ class Experiment:
     study: str  # the study's file and short name (../shared/reference/studies.md)
     figures: str  # e.g. "SS-F5.1, SS-F4.1"
     title: str
-    run: Callable[["Context", dict], list[dict]]
+    run: Callable[[Context, dict], list[dict]]
     sizes: dict[str, dict]  # "tiny" / "quick" / "full" -> parameters
     plot: Plot
     published: tuple[Published, ...] = ()
@@ -129,7 +130,7 @@ def experiment_db(ctx: Context, collections: tuple[str, ...]) -> Iterator[tuple[
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"{name}-{now:%Y%m%dT%H%M%SZ}-{os.urandom(3).hex()}"
 
 

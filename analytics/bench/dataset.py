@@ -54,7 +54,6 @@ import bson
 import numpy as np
 import pandas as pd
 
-from ingest.store.catalog import HITS, MATERIALS, QUERY_INDEXES, SEARCHES
 from analytics.reading.partitions import read_collection
 from analytics.reading.planning import plan_reads
 from analytics.runner import apply_partition, stream_chunks
@@ -64,6 +63,7 @@ from ingest.errors import ParseError
 from ingest.fileio import open_binary
 from ingest.parsers.materials import read_records
 from ingest.parsers.pasta import parse_dicts
+from ingest.store.catalog import HITS, MATERIALS, QUERY_INDEXES, SEARCHES
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.servers import ensure_indexes
 

@@ -28,7 +28,7 @@ class Latency:
         us = int(seconds * 1e6)
         self.hist.record_value(min(max(us, _LOW), _HIGH))
 
-    def add(self, other: "Latency") -> None:
+    def add(self, other: Latency) -> None:
         self.hist.add(other.hist)
 
     def encode(self) -> bytes:

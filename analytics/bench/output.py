@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from analytics.bench.core import Experiment, Plot, Published
 

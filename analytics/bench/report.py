@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from analytics.bench import all_experiments
 from analytics.bench.output import _fmt, plot_png, point_columns
@@ -91,7 +91,7 @@ def render(runs: list[dict], generated: datetime | None = None) -> str:
     by_name: dict[str, list[dict]] = {}
     for run in runs:
         by_name.setdefault(run["experiment"], []).append(run)
-    generated = generated or datetime.now(timezone.utc)
+    generated = generated or datetime.now(UTC)
     nav = " ".join(f'<a href="#{_e(n)}">{_e(n)}</a>' for n in experiments)
     sections = []
     for name, exp in experiments.items():

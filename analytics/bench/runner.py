@@ -5,14 +5,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
-from analytics.bench.core import RUNS, Experiment, Context, machine, new_run_id, software
+from analytics.bench.core import RUNS, Context, Experiment, machine, new_run_id, software
 from analytics.bench.output import compare, write_files
 from ingest.server.connection import database
-from ingest.store.mongo import connect, close_client, db_errors
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["run_experiment", "BUDGET_S", "machine_label", "stored_runs", "BENCH_DB_SUFFIX"]
 
@@ -33,7 +33,7 @@ def run_experiment(experiment: Experiment, size: str, settings, out_dir: Path,
     """Run ``experiment`` at ``size`` (or with ``params``) on the configured MongoDB (the
     embedded server by default); store and write its run document and return it."""
     params = experiment.params(size) if params is None else params
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     run_id = new_run_id(experiment.name, started)
     scratch = Path(tempfile.mkdtemp(prefix=f"sci-ingest-bench-{experiment.name}-"))
     with database(settings, log) as conn:

@@ -200,7 +200,7 @@ class ZipfianGenerator:
         self._lock = threading.Lock()
 
     @classmethod
-    def of_items(cls, items: int) -> "ZipfianGenerator":
+    def of_items(cls, items: int) -> ZipfianGenerator:
         """``new ZipfianGenerator(items)``: over ``0 .. items - 1``."""
         return cls(0, items - 1)
 
@@ -486,7 +486,7 @@ def run_phase(uri: str, db_name: str, workload: CoreWorkload, threads: int, oper
                         _timed(stats, "UPDATE", coll.update_one, {"_id": key}, {"$set": workload.single_value(rng)})
                     elif op == "SCAN":
                         length = workload.scanlength.next_value(rng)
-                        _timed(stats, "SCAN", lambda: list(coll.find({"_id": {"$gte": key}}).sort("_id", 1)
+                        _timed(stats, "SCAN", lambda key=key, length=length: list(coll.find({"_id": {"$gte": key}}).sort("_id", 1)
                                                            .limit(length)))  # fmt: skip
                     else:  # READMODIFYWRITE: read, then update one field, timed as a whole too
                         t = time.perf_counter()

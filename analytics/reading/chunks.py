@@ -18,14 +18,15 @@ the reader plans as before (:mod:`analytics.reading.planning`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from bson import MaxKey, MinKey
 
 from analytics.reading.partitions import PartitionSpec
-from ingest.schema import Column, Schema
 from ingest.errors import DatabaseError, ServerUnavailable
+from ingest.schema import Column, Schema
 from ingest.store.mongo import db_errors
 
 log = logging.getLogger(__name__)

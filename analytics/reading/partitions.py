@@ -26,11 +26,12 @@ or sample the key cheaply (SecantusDB).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from ingest.schema import Column, Schema, get_path
 from ingest.errors import AnalysisError, ConfigError
+from ingest.schema import Column, Schema, get_path
 from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["PartitionSpec", "plan_partitions", "read_partition", "read_collection", "meta_for", "range_filter"]

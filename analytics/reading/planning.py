@@ -35,23 +35,27 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from bson import MaxKey, MinKey
 
-from ingest.schema import Column, Schema
+from analytics.changes import changes, content_selector, record_state
+from analytics.reading.chunks import chunk_table, plan_chunk_partitions
+from analytics.reading.partitions import plan_partitions, range_filter
+from analytics.reading.streaming import (
+    DEFAULT_CHUNK_ROWS,  # documents per streamed chunk: the unit of work and of memory
+    StreamSpec,
+    batch_starts,
+)
 from ingest.config import SETTINGS, Choice, setting
 from ingest.errors import ConfigError
+from ingest.schema import Column, Schema
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.store.indexes import server_of
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
-from analytics.reading.chunks import chunk_table, plan_chunk_partitions
-from analytics.reading.partitions import plan_partitions, range_filter
-from analytics.reading.streaming import DEFAULT_CHUNK_ROWS  # documents per streamed chunk: the unit of work and of memory
-from analytics.reading.streaming import StreamSpec, batch_starts
-from analytics.changes import changes, content_selector, record_state
-from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
            "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION", "whole_documents",

@@ -21,8 +21,8 @@ before the first batch (a 10x ``hits`` read took 61 s sorted, 48 s unsorted).
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import bson
 from bson.errors import InvalidBSON

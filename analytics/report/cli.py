@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analytics.report.html import NoRun, UnknownRun, write_report
 from ingest.cli.common import settings_from
 from ingest.cli.timings import NO_RUNS, unknown_run
 from ingest.errors import Exit, UsageError
 from ingest.fileio import stderr_line
 from ingest.report import dumps
-from analytics.report.html import NoRun, UnknownRun, write_report
 
 __all__ = ["cmd_report"]
 

@@ -28,27 +28,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import pyarrow.parquet as pq
 
+from analytics.registry import all_analyses
+from analytics.report import runs as past
+from analytics.report.page import CSS, esc as _html_esc, figure_uri, html_table
+from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
+from ingest.config import SYNTHETIC_SAMPLES
 from ingest.errors import ConfigError, SciIngestError
 from ingest.fileio import printable, stderr_line
-from analytics.report.page import CSS, figure_uri, html_table
-from analytics.report.page import esc as _html_esc
-from ingest.timing import level_filter, run_status
-from analytics.registry import all_analyses
-from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
-from analytics.report import runs as past
-from ingest.config import SYNTHETIC_SAMPLES
 from ingest.report import cell
 from ingest.schema import conform
-from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, TIMINGS, VALIDATION
 from ingest.server.connection import database
+from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, TIMINGS, VALIDATION
 from ingest.store.mongo import db_errors, redact
 from ingest.store.outputs import outputs_of
+from ingest.timing import level_filter, run_status
 
 __all__ = ["NoRun", "UnknownRun", "collect", "render", "write_report", "DEFAULT_RUNS"]
 
@@ -95,8 +94,8 @@ def _when(moment: dt.datetime | None) -> str:
     if moment is None:
         return "-"
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _size(n: int | None) -> str:

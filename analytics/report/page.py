@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["CSS", "esc", "html_table", "png_uri", "figure_uri"]
 

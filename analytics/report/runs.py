@@ -55,7 +55,7 @@ def real_start(moment: dt.datetime | None) -> dt.datetime | None:
     if moment is None:
         return None
     naive = moment.replace(tzinfo=None) if moment.tzinfo is None else \
-        moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        moment.astimezone(dt.UTC).replace(tzinfo=None)
     return None if naive < NEVER_SET else moment
 
 

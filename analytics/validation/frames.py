@@ -10,7 +10,8 @@ Reading the documents is :mod:`analytics.validation.stream`'s business.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from analytics.validation.suites import NON_NUMERIC_SUFFIX, SuiteSpec, document_rows
 

@@ -8,10 +8,9 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from ingest.cluster import thread_count
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
     STATUS_FAILED,
@@ -27,8 +26,9 @@ from analytics.validation.results import (
 from analytics.validation.stream import DEFAULT_CHUNK_ROWS, Accumulator, check_chunk, raw_chunks
 from analytics.validation.suites import SuiteSpec, load_suites
 from analytics.validation.tables import SOURCES as TABLE_SOURCES, TABLES_SUITE, check_tables
-from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
+from ingest.cluster import thread_count
 from ingest.errors import ConfigError
+from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
 
 __all__ = ["validate", "suites_to_check", "RUNS_COLLECTION"]
 
@@ -199,7 +199,7 @@ def _tables(db, run_id: str, db_name: str, incremental: bool) -> SuiteResult:
 
     with db_errors("checking the loaded collections as tables"):
         standing, found = _tables_standing(db, incremental)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         if standing is not None:
             result = stored_result(standing)
             doc = run_document(result, run_id, db_name, started, None)
@@ -270,7 +270,7 @@ def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: in
         if mine is not None and mine.added is not None:  # the new documents, merged into the results kept
             accumulator.restore(mine.changes.state["results"])
             query = mine.added
-        suite = _Suite(spec, accumulator, datetime.now(timezone.utc), time.perf_counter(),
+        suite = _Suite(spec, accumulator, datetime.now(UTC), time.perf_counter(),
                        rows_before=accumulator.rows if mine is not None and mine.added is not None else None)
         suites.append(suite)
         with db_errors(f"reading {spec.collection} for suite {spec.name}"):
@@ -324,8 +324,8 @@ def validate(
     definition) is not read again: that verdict stands, and the result says which run gave it.
     Every other suite is checked whole.
     """
-    from ingest.store.mongo import client as mongo_client, db_errors  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); it costs 0.12 s
     from analytics.changes import record_state  # noqa: PLC0415 - lazy: as above
+    from ingest.store.mongo import client as mongo_client, db_errors  # noqa: PLC0415 - lazy: importing analytics.validation must not import pymongo (tests/test_validate.py); it costs 0.12 s
 
     if max_rows is not None and max_rows < 1:
         raise ConfigError(f"max_rows must be at least 1, not {max_rows}")
@@ -345,7 +345,7 @@ def validate(
             mine = follow[spec.name]
             if mine.standing is not None:
                 result = stored_result(mine.standing)
-                doc = run_document(result, run_id, db_name, datetime.now(timezone.utc),
+                doc = run_document(result, run_id, db_name, datetime.now(UTC),
                                    mine.standing.get("great_expectations_version"))
             else:
                 suite = checked[spec.name]

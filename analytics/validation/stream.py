@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from analytics.validation.frames import build_frame
 from analytics.validation.gx import GreatExpectations
@@ -196,7 +197,7 @@ class Accumulator:
         return {"merged": self.merged, "rows": self.rows, "documents": self.documents, "chunks": self.chunks,
                 "truncated": self.truncated, "gx_version": self.gx_version}
 
-    def restore(self, state: dict) -> "Accumulator":
+    def restore(self, state: dict) -> Accumulator:
         """Continue from a :meth:`state` of the same expectations: the chunks added from here on are
         merged into it."""
         merged = list(state["merged"])

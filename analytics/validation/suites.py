@@ -59,13 +59,14 @@ This module is pure: it imports neither pandas, Great Expectations nor pymongo.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from ingest.config import SCHEMAS_DIR
-from ingest.schema import path_getter, projection_for
 from ingest.errors import ConfigError
+from ingest.schema import path_getter, projection_for
 
 __all__ = [
     "SuiteSpec", "load_suites", "default_suites_dir", "referenced_columns", "document_rows",

@@ -36,8 +36,8 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 
-from ingest.config import setting
 from analytics.validation.results import STATUS_FAILED, STATUS_PASSED, STATUS_WARNINGS, SuiteResult, failing
+from ingest.config import setting
 from ingest.store.catalog import ANALYSIS_STATE, HITS, HOLDING, LEDGER, MATERIALS, SEARCHES, TASKS, TIMINGS, VERSIONS
 
 __all__ = ["TABLES_SUITE", "TABLES_COLLECTION", "SOURCES", "check_tables", "fresh_within", "VOLUME_SHARE", "VOLUME_HISTORY",

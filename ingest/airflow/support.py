@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import timedelta
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 from ingest.config import NO_DATABASE, begin_command, parse_flag, setting

@@ -43,7 +43,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from ingest.config import SETTINGS, setting

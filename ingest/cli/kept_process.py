@@ -42,13 +42,14 @@ MAX_REQUEST = 16 * 2**20
 
 def _preload() -> None:
     """Import what the served commands use (this process's purpose), without starting a thread."""
+    import dask.dataframe  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
+    import dask.distributed  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
+
     import ingest.cli.common  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
-    import ingest.pipeline  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.load.run  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.parsers.materials  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.parsers.pasta  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
-    import dask.dataframe  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
-    import dask.distributed  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
+    import ingest.pipeline  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
 
     for step in ("analyze", "validate"):
         plugins.step(step)

@@ -25,9 +25,9 @@ import sys
 import threading
 
 from ingest.cli.options import DB_NAME, EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, PORT, add_load_options, exit_codes
-from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
 from ingest.config import DbName, bad_settings, begin_command
 from ingest.dates import command_began, process_started
+from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
 from ingest.fileio import one_line_messages, printable, stderr_line
 
 __all__ = ["build_parser", "main", "run", "Parser"]
@@ -80,8 +80,8 @@ def cmd_server(args) -> int:
 
 
 def cmd_airflow(args) -> int:
-    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings; --help and parse must not pay them
     from ingest.airflow.local import run_local  # noqa: PLC0415 - lazy: Airflow's own modules start in seconds
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings; --help and parse must not pay them
 
     return run_local(settings_from(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
 

@@ -189,8 +189,8 @@ def _name(keys) -> str:
 
 def _explain(coll, spec, curated, as_json: bool) -> int:
     from ingest.query.plan import explain  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
-    from ingest.store.indexes import index_state  # noqa: PLC0415 - lazy: as explain
     from ingest.report import dumps  # noqa: PLC0415 - lazy: as in _print_fields
+    from ingest.store.indexes import index_state  # noqa: PLC0415 - lazy: as explain
     from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as explain
 
     plan = explain(coll, spec.filter, projection=spec.projection, sort=spec.sort, limit=spec.limit, hint=spec.hint)
@@ -263,10 +263,10 @@ def cmd_export(args) -> int:
 @_guarded
 def cmd_indexes(args) -> int:
     from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as in cmd_query
-    from ingest.store.indexes import build_indexes, numeric_keys_exact  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
     from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as in _print_fields
     from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo, as build_indexes
     from ingest.store.curated import UnknownCollection, names  # noqa: PLC0415 - lazy: as in _curated
+    from ingest.store.indexes import build_indexes, numeric_keys_exact  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
 
     only = [c.strip() for c in args.collections.split(",")] if args.collections else None
     for name in only or ():

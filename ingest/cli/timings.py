@@ -9,8 +9,8 @@ from ingest.cli.common import settings_from
 from ingest.errors import Exit
 from ingest.fileio import printable, stderr_line
 from ingest.report import dumps, iso_utc, table, timing_table, worker_table
-from ingest.store.catalog import TIMINGS
 from ingest.server.connection import database
+from ingest.store.catalog import TIMINGS
 from ingest.store.mongo import db_errors
 from ingest.timing import NEVER_SET, level_filter, run_status
 

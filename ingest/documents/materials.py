@@ -75,9 +75,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from bson.decimal128 import Decimal128
 from bson.objectid import ObjectId
@@ -101,7 +102,7 @@ MAX_DEPTH = 100  # MongoDB refuses documents nested deeper than this
 
 
 _RESERVED_TOP = {"_ingest", "_source"}  # top-level names the pipeline writes itself
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _OID_RE = re.compile(r"[0-9a-fA-F]{24}\Z")
 _NEEDS_ESCAPE = re.compile(r"[%.\x00]|^\$")
 _UNESCAPE = re.compile(r"%([0-9A-F]{2})")
@@ -142,7 +143,7 @@ def _to_datetime_ms(ms: int) -> datetime | None:
 
 def _ms_of(dt: datetime) -> int:
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return (dt - _EPOCH) // timedelta(milliseconds=1)
 
 

@@ -17,7 +17,7 @@ import orjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator
+    from collections.abc import Iterator
 
 #: What a search's fingerprint leaves out: where its block sat in its file, the command line (it names
 #: the input files as they were given), and what only the output's options print (the aligned

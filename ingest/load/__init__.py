@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import discover
-from ingest.load.run import LoadStopped, LoadJob, LoadOptions, load_group, load_paths
+from ingest.load.run import LoadJob, LoadOptions, LoadStopped, load_group, load_paths
 
 __all__ = ["FileOutcome", "LoadSummary", "LoadOptions", "LoadJob", "LoadStopped", "load_paths",
            "load_group", "discover"]

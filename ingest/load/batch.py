@@ -41,16 +41,16 @@ from pathlib import Path
 
 from ingest import parsers
 from ingest.config import setting
-from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
 from ingest.fileio import GZIP_MAGIC, printable
+from ingest.load.claims import ClaimTimeout
 from ingest.load.content import MAX_BAD_RECORDS, MAX_ERRORS_KEPT, content_filters, documents_of
+from ingest.load.files import incarnation
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Version, memory_stream, read_small
-from ingest.load.claims import ClaimTimeout
-from ingest.load.files import incarnation
 from ingest.load.records import drop_records, replace_older, write_versions
 from ingest.load.writer import RECORDS
+from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.store.mongo import durable, insert_new
 from ingest.timing import utcnow
 

@@ -25,15 +25,15 @@ import os
 import random
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import psutil
 
 from ingest.config import setting
-from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.errors import SciIngestError
+from ingest.store.catalog import CLAIMS, LEDGER
 from ingest.store.mongo import claim
 from ingest.store.retry import Retry
 
@@ -73,7 +73,7 @@ class Owner:
         return {"id": self.id, "run_id": self.run_id, "host": self.host, "pid": self.pid, "started": self.started}
 
     @classmethod
-    def this_process(cls, run_id: str, slot: int = 0) -> "Owner":
+    def this_process(cls, run_id: str, slot: int = 0) -> Owner:
         return cls(run_id=run_id, host=socket.gethostname(), pid=os.getpid(),
                    started=psutil.Process().create_time(), slot=slot)
 
@@ -111,9 +111,9 @@ class Claims:
         if self._offset is None:
             hello = self.retry("asking the server's time", self.db.client.admin.command, "hello")
             local = hello.get("localTime")
-            mine = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+            mine = dt.datetime.now(dt.UTC).replace(tzinfo=None)
             self._offset = (local.replace(tzinfo=None) - mine) if isinstance(local, dt.datetime) else dt.timedelta()
-        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + self._offset
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None) + self._offset
 
     # ---------------------------------------------------------------- claiming
     def claim(self, collection: str, key: str, fields: dict | None = None, takeover: str | None = None) -> dict:

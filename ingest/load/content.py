@@ -31,13 +31,13 @@ import re
 import time
 
 from ingest.config import setting
-from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.documents import prefix_range, record_document, search_documents, search_id_prefix
 from ingest.errors import ParseError
 from ingest.load.contracts import CONTRACTS
 from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, read_pass
 from ingest.load.writer import INSERT, RECORDS
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 
 __all__ = ["write_content", "content_filters", "documents_of", "bad_records", "MAX_ERRORS_KEPT", "MAX_BAD_RECORDS",
            "AT_THE_BOUND", "RECORD_COLLECTIONS"]
@@ -189,7 +189,7 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
                 outcome.warn(f"{version.key}:{item.line}: {message}", MAX_ERRORS_KEPT)
             try:  # build its document: pass 2 must not meet a bad one
                 doc = record_document(item, sha256=version.sha256, path=outcome.path,  # dates kept as found
-                                      warn=lambda message: outcome.warn(f"{version.key}:{item.line}: {message}",
+                                      warn=lambda message, line=item.line: outcome.warn(f"{version.key}:{line}: {message}",
                                                                         MAX_ERRORS_KEPT))
             except ParseError as exc:
                 item = exc

@@ -130,7 +130,7 @@ class _Holder:
     def walk(self, holder, found: list) -> None:
         """Append to ``found`` what breaks these fields in ``holder``."""
         if self.indexed:
-            def get(key, size=len(holder)):
+            def get(key, size=len(holder)):  # noqa: B008 - the size read once, as the walk starts
                 return holder[key] if key < size else None
         else:
             get = holder.get

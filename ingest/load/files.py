@@ -43,11 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest import parsers
-from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
 from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER
-from ingest.store.ledger import Ledger
 from ingest.load.claims import ClaimLost, Claims, ClaimTimeout, Owner
 from ingest.load.content import MAX_BAD_RECORDS, content_filters, write_content
 from ingest.load.early import checked_version
@@ -55,8 +53,10 @@ from ingest.load.outcome import FileOutcome
 from ingest.load.reading import Changed, Version, version_of
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
-from ingest.store.space import own_disk_full
+from ingest.store.catalog import CLAIMS, LEDGER
+from ingest.store.ledger import Ledger
 from ingest.store.retry import Retry
+from ingest.store.space import own_disk_full
 from ingest.timing import utcnow
 
 __all__ = ["FileContext", "InFlight", "start", "complete", "abandon", "recover", "dry_run", "incarnation"]

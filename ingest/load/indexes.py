@@ -35,9 +35,9 @@ lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a 
 from __future__ import annotations
 
 from ingest.store.catalog import DATA_COLLECTIONS, HOLDING, LEDGER, META, QUERY_INDEXES
+from ingest.store.indexes import ensure_exact_indexes, exact_indexes
 from ingest.store.retry import Retry
 from ingest.store.servers import drop_indexes
-from ingest.store.indexes import ensure_exact_indexes, exact_indexes
 
 __all__ = ["BULK_MIN_DOCUMENTS", "BYTES_PER_DOCUMENT", "expected_documents", "is_bulk", "documents_held",
            "add_written", "before_load", "after_load"]

@@ -124,7 +124,7 @@ class FileOutcome:
         return f"{shown}: {printable(reason, backslash=False)}"
 
     @classmethod
-    def from_dict(cls, data: dict) -> "FileOutcome":
+    def from_dict(cls, data: dict) -> FileOutcome:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from ingest import parsers
 from ingest.fileio import printable
 from ingest.inputs import find_inputs
-from ingest.store.ledger import Ledger
 from ingest.load.outcome import FileOutcome
+from ingest.store.ledger import Ledger
 
 __all__ = ["FileTask", "discover", "plan", "group"]
 

@@ -35,9 +35,10 @@ import hashlib
 import io
 import os
 import stat as _stat
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from ingest.errors import InputError
 from ingest.fileio import GZIP_MAGIC, NotRegularFile, kind_of

@@ -38,10 +38,10 @@ import zlib
 import bson
 from pymongo import DeleteOne, InsertOne, ReplaceOne
 
+from ingest.sharding.collections import key_filter
 from ingest.store.catalog import MATERIALS, META, TASKS, VERSIONS
 from ingest.store.mongo import compressed_bson, conditional_writes, insert_new
 from ingest.store.retry import Retry
-from ingest.sharding.collections import key_filter
 
 __all__ = ["RECORD_COLLECTIONS", "version_order", "write_records", "write_versions", "replace_older", "drop_records",
            "settle", "ensure_versions"]
@@ -61,7 +61,7 @@ def version_order(mtime_ns: int, sha256: str, path: str) -> str:
     """
     seconds, nanos = divmod(int(mtime_ns), 1_000_000_000)
     try:
-        when = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=seconds)
+        when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)
         stamp = (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}:"
                  f"{when.second:02d}.{nanos:09d}Z")
     except OverflowError:  # beyond year 9999 (or before year 1): a clock that cannot be true
@@ -126,7 +126,7 @@ def drop_records(db, sha256: str, retry: Retry) -> int:
     """
     deleted = 0
     for coll in RECORD_COLLECTIONS:
-        stored = retry(f"reading {coll}", lambda: [d["_id"] for d in db[coll].find(
+        stored = retry(f"reading {coll}", lambda coll=coll: [d["_id"] for d in db[coll].find(
             {"_source.sha256": sha256}, {"_id": 1})])
         retry(f"removing versions of {sha256[:12]}", db[VERSIONS].delete_many, {"_id.s": sha256, "_id.c": coll})
         deleted += settle(db, coll, stored, retry)
@@ -202,7 +202,7 @@ def ensure_versions(db, retry: Retry) -> int:
     given = 0
     unversioned = {"_source.order": {"$exists": False}, "_source.sha256": {"$exists": True}}
     for coll in RECORD_COLLECTIONS:
-        while part := retry(f"reading {coll}", lambda: list(db[coll].find(unversioned).limit(1000))):
+        while part := retry(f"reading {coll}", lambda coll=coll: list(db[coll].find(unversioned).limit(1000))):
             for doc in part:
                 source = doc["_source"]
                 source["order"] = f"{_UPGRADED} {str(source['sha256'])[:16]} {source.get('path', '')}"

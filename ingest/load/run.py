@@ -24,17 +24,15 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
 from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable, stopped_by
 from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER
-from ingest.store.ledger import Ledger
 from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
 from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
 from ingest.load.content import MAX_BAD_RECORDS
@@ -45,6 +43,8 @@ from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
 from ingest.load.records import ensure_versions
 from ingest.load.writer import PipelinedWriter
+from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
+from ingest.store.ledger import Ledger
 from ingest.store.mongo import insert_new, replace_documents, shared_client, write_concern_of
 from ingest.store.retry import Retry
 from ingest.timing import StageRecord, from_epoch
@@ -90,7 +90,7 @@ class LoadStopped(SciIngestError):
     rolls back the files they left half-written and lists them in the summary.
     """
 
-    def __init__(self, summary: LoadSummary, job: "LoadJob", resume: str, cause: SciIngestError | None = None,
+    def __init__(self, summary: LoadSummary, job: LoadJob, resume: str, cause: SciIngestError | None = None,
                  by: str = "Ctrl-C"):
         self.summary, self.job, self.resume, self.cause, self.by = summary, job, resume, cause, by
         self.interrupted = cause is None

@@ -31,11 +31,12 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only (sci-ingest parse imports this package at start-up)
+    from collections.abc import Callable
     from pathlib import Path
-    from typing import Callable
 
 from ingest.errors import UnknownFormat
 from ingest.fileio import open_binary

@@ -74,8 +74,9 @@ import io
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from ingest.config import setting
 from ingest.errors import InputError, ParseError

@@ -118,7 +118,7 @@ class _Node:
         self.item: _Node | None = None
         self.indexes: set[int] = set()
 
-    def child(self, name: str, kind: str, where: str) -> "_Node":
+    def child(self, name: str, kind: str, where: str) -> _Node:
         node = self.children.get(name)
         if node is None:
             node = self.children[name] = _Node(kind)

@@ -38,15 +38,15 @@ whether the query must avoid an index walk over numbers (:mod:`ingest.query.plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ingest.query import QueryError
 from ingest.query.language import And, Compare, Exists, Has, In, Node, Not, Or, parse
 from ingest.query.plan import numeric_paths, unsafe_index
-from ingest.store.indexes import numeric_keys_exact
 from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
 from ingest.schema import projection_for
+from ingest.store.indexes import numeric_keys_exact
 
 __all__ = ["to_filter", "evaluate", "Spec", "build", "parse_fields", "parse_sort", "MAX_LIMIT"]
 
@@ -174,7 +174,7 @@ def _bracket(v: Any) -> str | None:
 def _utc(v: Any) -> Any:
     """A datetime as an aware UTC one (pymongo decodes BSON dates as naive UTC); anything else as it is."""
     if isinstance(v, datetime) and v.tzinfo is None:
-        return v.replace(tzinfo=timezone.utc)
+        return v.replace(tzinfo=UTC)
     return v
 
 

@@ -33,9 +33,10 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ingest.dates import format_iso
 from ingest.fileio import printable

@@ -12,21 +12,21 @@ server lacks, and where it answers differently from MongoDB (:mod:`ingest.store.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
-from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
 from ingest.config import Settings, require_uri
 from ingest.errors import UnsupportedFeature
 from ingest.fileio import printable
-from ingest.store.indexes import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.server import keeper
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, running_server
 from ingest.server.state import recorded
+from ingest.store.catalog import LOAD_INDEXES, QUERY_INDEXES
 from ingest.store.differences import probe
+from ingest.store.indexes import ensure_exact_indexes, exact_indexes, withheld_note
 from ingest.store.mongo import close_client, connect, forget
 from ingest.store.outputs import same_hosts
 from ingest.store.servers import ServerInfo, describe, ensure_hashed_indexes, ensure_indexes

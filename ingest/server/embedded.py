@@ -37,8 +37,8 @@ from ingest.config import SETTINGS, Size, setting
 from ingest.errors import ConfigError, DiskFull, ServerError, no_space
 from ingest.fileio import stderr_line
 from ingest.server.access import enable_auth, load_credentials, with_credentials
-from ingest.store.space import own_disk_full, refuse_if_full, short_of_space
 from ingest.server.state import START_LOCK, private_file, recorded, starting, state_file, using, write_record
+from ingest.store.space import own_disk_full, refuse_if_full, short_of_space
 
 EXECUTABLE = "secantusd-py"
 
@@ -267,7 +267,7 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 continue
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         self.start()
         return self
 

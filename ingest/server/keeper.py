@@ -39,8 +39,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -48,10 +48,19 @@ from ingest.config import PROJECT_ROOT, SETTINGS, setting
 from ingest.errors import SciIngestError, ServerError
 from ingest.server.access import load_credentials, with_credentials
 from ingest.server.embedded import EmbeddedServer, refuse_if_held, running_server, server_cache_size, server_record
-from ingest.store.space import refuse_if_full
-from ingest.server.state import (USE_LOCK, lock_fd, private_file, recorded, starting, state_file, try_lock, using,
-                                 write_record)
+from ingest.server.state import (
+    USE_LOCK,
+    lock_fd,
+    private_file,
+    recorded,
+    starting,
+    state_file,
+    try_lock,
+    using,
+    write_record,
+)
 from ingest.store.mongo import client as mongo_client, db_errors
+from ingest.store.space import refuse_if_full
 
 #: ``using`` and ``starting`` (the home's locks, :mod:`ingest.server.state`) are named here too, for the
 #: commands that use the home's server through this module.

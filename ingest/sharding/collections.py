@@ -35,9 +35,9 @@ from typing import Any
 
 from bson import json_util
 
-from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.errors import ConfigError, SciIngestError, UnsupportedFeature
 from ingest.sharding.hashkey import INT64_MAX
+from ingest.store.catalog import HITS, MATERIALS, SEARCHES, SHARD_KEYS, TASKS
 from ingest.store.mongo import db_errors, key_filter
 from ingest.store.servers import describe
 

@@ -31,10 +31,11 @@ import hashlib
 import json
 import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, InvalidOperation
-from functools import lru_cache
-from typing import Any, Mapping
+from functools import cache
+from typing import Any
 
 import bson
 from bson import json_util
@@ -201,7 +202,7 @@ def _encoded(value) -> tuple[int, bytes]:
     return kind, raw[6:-1]  # after: int32 length, type byte, empty name's NUL; before: the document's NUL
 
 
-@lru_cache(maxsize=None)
+@cache
 def _codec_options():
     return CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
 
@@ -250,7 +251,7 @@ def parse_value(text: str):
         raise ValueError(_reason(exc)) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _json_options():
     return JSONOptions(json_mode=JSONMode.CANONICAL, tz_aware=True, uuid_representation=UuidRepresentation.STANDARD,
                        datetime_conversion=DatetimeConversion.DATETIME_MS)

@@ -35,8 +35,22 @@ and a small incremental load keeps them.
 from __future__ import annotations
 
 from ingest.store.curated import query_indexes
-from ingest.store.names import (ANALYSIS_STATE, BATCHES, CLAIMS, DATA_COLLECTIONS, HITS, HOLDING, LEDGER, MATERIALS, META, SEARCHES, TASKS,
-                                TIMINGS, VALIDATION, VERSIONS)
+from ingest.store.names import (
+                                ANALYSIS_STATE,
+                                BATCHES,
+                                CLAIMS,
+                                DATA_COLLECTIONS,
+                                HITS,
+                                HOLDING,
+                                LEDGER,
+                                MATERIALS,
+                                META,
+                                SEARCHES,
+                                TASKS,
+                                TIMINGS,
+                                VALIDATION,
+                                VERSIONS,
+)
 
 __all__ = [
     "SEARCHES", "HITS", "MATERIALS", "TASKS", "LEDGER", "TIMINGS", "VALIDATION", "CLAIMS", "VERSIONS", "BATCHES", "META", "ANALYSIS_STATE",

@@ -26,9 +26,10 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ingest.config import Settings
 from ingest.errors import DatabaseError, ServerUnavailable
@@ -290,7 +291,7 @@ def _drop_stale(db) -> None:
 
 def _utc_now() -> str:
     """ISO 8601 in UTC to the millisecond, as sci-ingest prints times."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -314,7 +315,7 @@ def identity(db) -> dict | None:
     if not hasattr(local, "timestamp") or not isinstance(uptime, (int, float)) or status.get("pid") is None:
         return None
     if local.tzinfo is None:  # BSON dates are UTC
-        local = local.replace(tzinfo=datetime.timezone.utc)
+        local = local.replace(tzinfo=datetime.UTC)
     return {"address": f"{address[0]}:{address[1]}" if address else None, "host": status.get("host"),
             "pid": int(status["pid"]), "start_ms": int(local.timestamp() * 1000 - uptime)}
 

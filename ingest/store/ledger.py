@@ -34,8 +34,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ingest.store.catalog import HOLDING, LEDGER
 from ingest.fileio import open_regular
+from ingest.store.catalog import HOLDING, LEDGER
 from ingest.store.mongo import durable
 from ingest.store.retry import Retry
 
@@ -76,7 +76,7 @@ class Ledger:
         found: dict[str, dict] = {}
         for start in range(0, len(keys), _LOOKUP_CHUNK):
             chunk = keys[start:start + _LOOKUP_CHUNK]
-            docs = self.retry("reading the ledger", lambda: list(
+            docs = self.retry("reading the ledger", lambda chunk=chunk: list(
                 self.coll.find({"_id": {"$in": chunk}}, fields or PLAN_FIELDS)))
             found.update((d["_id"], d) for d in docs)
         return found
@@ -102,7 +102,7 @@ class Ledger:
         found: set[str] = set()
         for start in range(0, len(shas), _LOOKUP_CHUNK):
             chunk = shas[start:start + _LOOKUP_CHUNK]
-            found.update(d["sha256"] for d in self.retry("reading the ledger", lambda: list(self.coll.find(
+            found.update(d["sha256"] for d in self.retry("reading the ledger", lambda chunk=chunk: list(self.coll.find(
                 {"sha256": {"$in": chunk}, "status": "loaded"}, {"sha256": 1, "_id": 0}))))
         return found
 

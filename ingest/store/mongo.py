@@ -36,23 +36,29 @@ import atexit
 import os
 import threading
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import bson
 import pymongo
 from bson.binary import Binary
 from bson.errors import InvalidDocument
-from pymongo.errors import (BulkWriteError, ConfigurationError, ConnectionFailure, DocumentTooLarge,
-                             DuplicateKeyError, OperationFailure, PyMongoError)
+from pymongo.errors import (
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    OperationFailure,
+    PyMongoError,
+)
 from pymongo.uri_parser import parse_uri
 from pymongo.write_concern import WriteConcern
 
-from ingest.store.catalog import SHARD_KEYS
 from ingest.config import command_name, setting
-from ingest.errors import (ConfigError, DatabaseError, DiskFull, ServerUnavailable,
-                           TimeLimitExceeded, UnsupportedFeature)
+from ingest.errors import ConfigError, DatabaseError, DiskFull, ServerUnavailable, TimeLimitExceeded, UnsupportedFeature
 from ingest.secrets import redact_uri, remember
+from ingest.store.catalog import SHARD_KEYS
 from ingest.store.rights import lacking
 from ingest.store.space import server_disk_full, storage_of
 

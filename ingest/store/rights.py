@@ -18,7 +18,7 @@ builds clients); a server that will not say leaves them out.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["lacking", "READS", "WRITES"]
 

@@ -37,7 +37,7 @@ import json
 import math
 import random
 import string
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from pathlib import Path
 
@@ -497,7 +497,7 @@ def build(seed: int = 20240611, n_materials: int = 3000) -> tuple[list[dict], li
     weights = [w for _, w in FAMILIES]
     n_tasks_per = [rng.choices([1, 2, 3], weights=[3, 4, 3])[0] for _ in range(n_materials)]
     ids = rng.sample(range(1000, 3_500_000), sum(n_tasks_per))
-    start, end = datetime(2012, 1, 1, tzinfo=timezone.utc), datetime(2024, 6, 1, tzinfo=timezone.utc)
+    start, end = datetime(2012, 1, 1, tzinfo=UTC), datetime(2024, 6, 1, tzinfo=UTC)
     materials, tasks = [], []
     cursor = 0
     for index in range(n_materials):
@@ -538,7 +538,7 @@ def build(seed: int = 20240611, n_materials: int = 3000) -> tuple[list[dict], li
         style = rng.random()
         if style < 0.03:  # a legacy `materials` collection document
             material = {
-                "_id": {"$oid": "%024x" % rng.getrandbits(96)},
+                "_id": {"$oid": f"{rng.getrandbits(96):024x}"},
                 "task_id": material_id,
                 "pretty_formula": formula,
                 "full_formula": formula_of(cell),

@@ -45,7 +45,7 @@ from analytics.bench.latency import Latency
 from ingest.config import setting
 from ingest.errors import DatabaseError
 from ingest.server.embedded import EmbeddedServer
-from ingest.store.mongo import db_errors, close_client, connect
+from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["EXPERIMENTS", "run", "document", "size_mb", "read_keys", "batch_size"]
 

@@ -35,7 +35,7 @@ import time
 from analytics.bench.core import Experiment, Plot, Published, experiment_db
 from analytics.bench.experiments.workers import run_gang
 from analytics.bench.latency import Latency
-from ingest.errors import SciIngestError, DatabaseError
+from ingest.errors import DatabaseError, SciIngestError
 from ingest.store.mongo import close_client, connect, db_errors
 
 __all__ = ["EXPERIMENTS"]
@@ -149,7 +149,7 @@ def run(ctx, params: dict) -> list[dict]:
                          stop_at) for p in range(procs)]  # fmt: skip
             before: list = []  # read as the tasks start (the first checkpoint is an interval later)
             _, results = run_gang(_tasks, arglists, 1, [120.0 + tasks / 10], f"checkpoint ({tasks} tasks)",
-                                  on_release=lambda k: before.append(_connections_created(client, ctx.uri)))
+                                  on_release=lambda k, before=before: before.append(_connections_created(client, ctx.uri)))
             after, before = _connections_created(client, ctx.uri), before[0]
             outcomes = [o for r in results for o in r["tasks"]]
             latency = Latency()

@@ -36,8 +36,8 @@ import time
 
 import pandas as pd
 
-from analytics.bench.core import Experiment, Plot, Published
 from analytics.analyses.oxide_formation_energy import MATERIALS_ONLY
+from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.dataset import BenchData, frames_equal
 from analytics.registry import get_analysis
 from analytics.runner import run_analysis

@@ -33,7 +33,7 @@ import threading
 import time
 
 from analytics.bench.core import Experiment, Plot, Published
-from analytics.bench.dataset import run_stage, BenchData, frames_equal
+from analytics.bench.dataset import BenchData, frames_equal, run_stage
 from analytics.registry import get_analysis
 from ingest.cluster import dask_client, warm_up
 

@@ -39,13 +39,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analytics.bench.core import Experiment, Plot, Published
-from analytics.bench.dataset import frames_equal, BenchData
+from analytics.bench.dataset import BenchData, frames_equal
 from analytics.reading.partitions import read_partition
 from analytics.reading.planning import plan_reads
+from analytics.reading.streaming import chunk_frame, read_chunks
 from analytics.registry import get_analysis
 from analytics.runner import output_documents
-from analytics.reading.streaming import chunk_frame, read_chunks
-from ingest.cluster import thread_count, dask_client, warm_up
+from ingest.cluster import dask_client, thread_count, warm_up
 from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["EXPERIMENTS", "SINKS", "run"]
@@ -206,7 +206,7 @@ def run(ctx, params: dict) -> list[dict]:
                 break
             data.grow(scale)
             started = time.perf_counter()
-            for workers, client in clients.items():
+            for client in clients.values():
                 for analysis in analyses:
                     points.extend(_measure(ctx, client, analysis, scale, chunk_rows))
             last = time.perf_counter() - started

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 from analytics.bench.core import Experiment, Plot, Published
-from analytics.bench.dataset import collection_size, split_for, run_stage, BenchData, frames_equal
+from analytics.bench.dataset import BenchData, collection_size, frames_equal, run_stage, split_for
 from analytics.registry import get_analysis
 from ingest.cluster import dask_client, warm_up
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from analytics.bench.core import Experiment, Plot, Published, experiment_db
 from analytics.bench.latency import Latency
 from ingest.documents.search import search_documents
-from ingest.errors import DatabaseError, SciIngestError, InputError
+from ingest.errors import DatabaseError, InputError, SciIngestError
 from ingest.parsers.pasta import parse_dicts
 from ingest.store.mongo import close_client, connect, db_errors, insert_new
 

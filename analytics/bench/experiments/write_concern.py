@@ -124,7 +124,7 @@ def run(ctx, params: dict) -> list[dict]:
         workload = CoreWorkload(WORKLOADS[wl], n, params["operations"], dist)
         drained: dict = {}
 
-        def drain(res) -> None:  # w=0: the run lasts until the server has applied what the clients sent
+        def drain(res, before=before, drained=drained, wl=wl) -> None:  # w=0: the run lasts until the server has applied what the clients sent
             sent = res.latencies["UPDATE"].count if "UPDATE" in res.latencies else 0
             drained["s"], counted = _drain(ctx, before["updates"], sent, max(1.0, min(30.0, ctx.remaining())))
             res.seconds += drained["s"]
@@ -161,7 +161,7 @@ def _summaries(ctx, points: list[dict], workloads: list[str]) -> list[dict]:
     for wl in workloads:
         by = {p["method"]: p for p in points if p["workload"] == wl and p["phase"] == "run"}
 
-        def ratio(a: str, b: str):
+        def ratio(a: str, b: str, by=by):
             if a in by and b in by and by[b]["ops_per_s"]:
                 return round(by[a]["ops_per_s"] / by[b]["ops_per_s"], 3)
             return None

@@ -31,7 +31,14 @@ import time
 
 from analytics.bench.core import Experiment, Plot, Published
 from analytics.bench.ycsb import (
-    WORKLOADS, CoreWorkload, drop_table, load_phase, remove_run_inserts, run_phase, TABLE, build_key_name,
+    TABLE,
+    WORKLOADS,
+    CoreWorkload,
+    build_key_name,
+    drop_table,
+    load_phase,
+    remove_run_inserts,
+    run_phase,
 )
 from ingest.store.mongo import close_client, connect, db_errors
 

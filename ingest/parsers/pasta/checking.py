@@ -8,7 +8,15 @@ from __future__ import annotations
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp
 from ingest.parsers.pasta.common import (
-    _FLOAT, _INT, _HitContext, _decode, _end_col, _not_residues, _orient, _typed, impossible,
+    _FLOAT,
+    _INT,
+    _decode,
+    _end_col,
+    _HitContext,
+    _not_residues,
+    _orient,
+    _typed,
+    impossible,
 )
 
 # suffix of an alignment score line (after the "xx_" prefix) -> (Hsp attribute, type)

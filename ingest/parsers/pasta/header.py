@@ -6,6 +6,7 @@ gives the query where it shows it cut (a title cut at 511 bytes, a ``gi|`` title
 from __future__ import annotations
 
 import re
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only: typing costs start-up time

@@ -5,19 +5,28 @@ to the fast path or the checking path) and the end of each query and run."""
 from __future__ import annotations
 
 import re
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import Iterator
+    from collections.abc import Iterator
 
 from ingest.errors import ParseError
 from ingest.model import Query
 from ingest.parsers.pasta.checking import _parse_hit
-from ingest.parsers.pasta.common import _HitContext, _decode
+from ingest.parsers.pasta.common import _decode, _HitContext
 from ingest.parsers.pasta.fastpath import _fast_hits
 from ingest.parsers.pasta.header import (
-    _UNTERMINATED, _cut_description, _ends_unterminated, _gi_stripped, _new_query, _QLine, _query_line, _read_header,
-    _read_params, _Run,
+    _UNTERMINATED,
+    _cut_description,
+    _ends_unterminated,
+    _gi_stripped,
+    _new_query,
+    _QLine,
+    _query_line,
+    _read_header,
+    _read_params,
+    _Run,
 )
 from ingest.parsers.pasta.reader import _CONTROL, _Reader
 from ingest.parsers.pasta.segments import Block, Segments, continuation_description

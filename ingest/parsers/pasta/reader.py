@@ -5,6 +5,7 @@ the limits on a line (``MAX_LINE``) and a hit block (``MAX_BLOCK``)."""
 from __future__ import annotations
 
 import re
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only: typing costs start-up time

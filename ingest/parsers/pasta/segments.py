@@ -61,7 +61,7 @@ from ingest.parsers.pasta.spool import HitSpool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator
+    from collections.abc import Iterator
 
 TITLE_MAX = 511  # bytes of a query title FASTA prints (qtitle[MAX_STR = 512], NUL included)
 READ = 39990  # residues of a long query FASTA 36 reads at a time (MAXTST 40000 - 10)

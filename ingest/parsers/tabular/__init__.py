@@ -89,7 +89,8 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only
-    from typing import BinaryIO, Callable, Iterator
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
 
     from ingest.model import Query
 

@@ -27,7 +27,8 @@ from ingest.parsers.pasta.spool import HitSpool
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only
-    from typing import BinaryIO, Callable
+    from collections.abc import Callable
+    from typing import BinaryIO
 
 __all__ = ["Lines", "Section", "SUMMARY", "read_section", "joined"]
 

@@ -18,7 +18,8 @@ from ingest.parsers.tabular import beside
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only
-    from typing import BinaryIO, Callable, Iterator
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
 
 __all__ = ["read", "buffered", "MAX_LINE"]
 

@@ -26,15 +26,15 @@ from __future__ import annotations
 import re
 
 from ingest.errors import ParseError
-from ingest.parsers.pasta import parse as _parse_m10
-from ingest.parsers.pasta import parse_dicts as _parse_dicts_m10
+from ingest.parsers.pasta import parse as _parse_m10, parse_dicts as _parse_dicts_m10
 from ingest.parsers.pasta.spool import SPILL_HITS
 from ingest.parsers.tabular.blast import buffered
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 if TYPE_CHECKING:  # annotations only
-    from typing import BinaryIO, Callable, Iterator
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
 
     from ingest.model import Query
 

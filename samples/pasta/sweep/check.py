@@ -3,7 +3,12 @@ Biopython's fasta-m10 reader, and the input sequences.
 
 usage: check.py M10 JSONL JSONL_NOSEQ CMDLINE
 prints one JSON object (summary) on stdout."""
-import json, re, sys, shlex, os, math
+import json
+import math
+import os
+import re
+import shlex
+import sys
 
 m10, jl, jl_ns, cmdline = sys.argv[1:5]
 text = open(m10, encoding="latin-1").read().split("\n")
@@ -125,14 +130,6 @@ for ln, line in enumerate(text, 1):
             al[section + "seq"].append(line)
 
 # --------------- JSON ----------------
-def load(p):
-    out = []
-    for l in open(p):
-        l = l.strip()
-        if l:
-            out.append(json.loads(l))
-    return out
-
 def _ej(o):
     if isinstance(o, dict):
         if set(o) == {"$numberDouble"}:
@@ -519,8 +516,10 @@ bio = "n/a"
 try:
     if not all_blocks:  # Biopython 1.88 loops on a file without a query block (FASTA failed)
         raise StopIteration("no query block")
+    import signal
+    import warnings
+
     from Bio import SearchIO
-    import warnings, signal
     def _alarm(*a):
         raise TimeoutError("Biopython did not finish in 20 s")
     signal.signal(signal.SIGALRM, _alarm)
@@ -575,7 +574,7 @@ try:
                     sh = seg["offset"] - seg["printed_offset"] if "printed_offset" in seg else 0
                     bq = (bs.query_start + 1 + sh, bs.query_end + sh)
                     bhh = (bs.hit_start + 1, bs.hit_end)
-                except Exception as e:
+                except Exception:
                     continue
                 jqc = (js.get("query_start"), js.get("query_end"))
                 jhc = (js.get("hit_start"), js.get("hit_end"))
