@@ -115,7 +115,7 @@ class Hosts:
         self.seen: set[int] = set()  # every process found in a host's namespace when it was closed
 
     # ------------------------------------------------------------------ building and tearing down
-    def __enter__(self) -> "Hosts":
+    def __enter__(self) -> Hosts:
         sweep_stale()
         try:
             self._build()
@@ -215,7 +215,7 @@ class Hosts:
                 return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{host} ({self.addr[host]}:{port}) did not listen in {timeout:.0f} s")
+                    raise TimeoutError(f"{host} ({self.addr[host]}:{port}) did not listen in {timeout:.0f} s") from None
                 time.sleep(0.1)
 
     # ------------------------------------------------------------------ faults

@@ -137,7 +137,7 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
                                                                                        "2026-11-03")]  # fmt: skip
     assert len(days) == 3
     for r in days:
-        _wait(f"the clearing of {r['dag_run_id']}", lambda: _clear(api, "sci_ingest_landing", r["dag_run_id"]), 120)
+        _wait(f"the clearing of {r['dag_run_id']}", lambda r=r: _clear(api, "sci_ingest_landing", r["dag_run_id"]), 120)
     _wait("the re-run days", lambda: _all_done(api, "sci_ingest_landing", n), 240, every=1)
     for r in days:  # each day ran again (its load_day at a second try), and loaded nothing
         tis = api.call("GET", f"/api/v2/dags/sci_ingest_landing/dagRuns/{r['dag_run_id']}/taskInstances")
@@ -211,7 +211,7 @@ def _manual_backfill(api, home: Path) -> None:
         n = len(_runs(api, "sci_ingest_backfill"))
         run = api.call("POST", "/api/v2/dags/sci_ingest_backfill/dagRuns",
                        {"logical_date": None, "conf": {"glob": pattern, "reprocess": reprocess, "batch_files": 1}})
-        _wait(f"the manual backfill (reprocess={reprocess})", lambda: _all_done(api, "sci_ingest_backfill", n + 1),
+        _wait(f"the manual backfill (reprocess={reprocess})", lambda n=n: _all_done(api, "sci_ingest_backfill", n + 1),
               240, every=1)  # fmt: skip
         tis = api.call("GET", f"/api/v2/dags/sci_ingest_backfill/dagRuns/{run['dag_run_id']}/taskInstances")
         batches = [t for t in tis["task_instances"] if t["task_id"] == "load_batch"]
@@ -221,7 +221,7 @@ def _manual_backfill(api, home: Path) -> None:
 
 @pytest.mark.scheduler
 @pytest.mark.skipif(not AIRFLOW_INSTALLED, reason="Airflow is not installed (make install)")
-def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):
+def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):  # noqa: F811 - the fixture imported above
     proc, port, home, log_path = local_airflow
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, 180)

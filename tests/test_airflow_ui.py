@@ -205,7 +205,7 @@ def _check_run_page(driver, base: str, dag_id: str, run_id: str, expected: dict,
     return _shot(driver, shot)
 
 
-def test_the_ui_shows_the_landing_run_and_its_asset_triggered_run_green(local_airflow, tmp_path, monkeypatch, caplog):
+def test_the_ui_shows_the_landing_run_and_its_asset_triggered_run_green(local_airflow, tmp_path, monkeypatch, caplog):  # noqa: F811 - the fixture imported above
     started = time.monotonic()
     OUT.mkdir(parents=True, exist_ok=True)
     for name in SHOTS:  # no screenshot of an earlier run passes for this one's
@@ -222,7 +222,7 @@ def test_the_ui_shows_the_landing_run_and_its_asset_triggered_run_green(local_ai
     assert api.call("GET", "/api/v2/importErrors")["total_entries"] == 0
 
     # a landing day a week ago: never the day of the latest daily run that unpausing queues
-    day = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=7)).date()
+    day = (dt.datetime.now(dt.UTC) - dt.timedelta(days=7)).date()
     land_day(home, day.isoformat(), [*PASTA, MATERIALS])
     for dag_id in ("sci_ingest_landing", "sci_ingest_curated"):
         api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})

@@ -18,9 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.analyses import best_hits as bh
-from analytics.analyses import oxide_formation_energy as ox
-from ingest.cluster import dask_client
+from analytics.analyses import best_hits as bh, oxide_formation_energy as ox
 from analytics.reading.partitions import (
     PartitionSpec,
     meta_for,
@@ -30,8 +28,9 @@ from analytics.reading.partitions import (
 )
 from analytics.registry import UnknownAnalysis, analysis_names
 from analytics.runner import analyze
-from ingest.schema import Schema, empty
+from ingest.cluster import dask_client
 from ingest.errors import AnalysisError, ConfigError
+from ingest.schema import empty
 
 HITS_COLUMNS = bh.COLUMNS
 

@@ -22,12 +22,12 @@ import time
 import uuid
 from pathlib import Path
 
+import load_corpus
 import psutil
 import pymongo
 import pytest
-
-import load_corpus
 from test_load_exact import port_outside_the_ephemeral_range
+
 from ingest.config import DEFAULT_DB, SETTINGS, Choice, DbName, Flag, Folder, Number, Size, default_workers
 from ingest.server.embedded import EmbeddedServer
 

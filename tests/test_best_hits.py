@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from analytics.analyses import best_hits as bh
 from ingest.schema import Schema, conform, empty

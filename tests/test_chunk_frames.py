@@ -17,8 +17,7 @@ import pandas as pd
 import pytest
 from bson import Decimal128, Int64, ObjectId
 from bson.errors import InvalidBSON
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.reading.streaming import StreamSpec, _converter, chunk_frame, read_chunks
 from ingest.schema import Schema

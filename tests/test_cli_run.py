@@ -35,9 +35,9 @@ def dbname(mongo_client):
 
 def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     env = {"SCI_INGEST_HOME": str(tmp_path / "state")}
-    before = dt.datetime.now(dt.timezone.utc)
+    before = dt.datetime.now(dt.UTC)
     proc, first = sci_ingest("run", "--json", "--mongo-uri", mongo_uri, "--db", dbname, env_extra=env)
-    after = dt.datetime.now(dt.timezone.utc)
+    after = dt.datetime.now(dt.UTC)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert_timings_mean_what_they_say(mongo_client[dbname], first["run_id"], before, after)
     for key in ("run_id", "server", "stages", "inserted", "skipped", "failed"):
@@ -125,8 +125,8 @@ def assert_exact_answers(db, report: dict) -> None:
     """What any client (plain pymongo here, as mongosh sends it) gets equals a count over every
     document, for E-value ranges down to 1e-200, on hits and on best_hits' output; on a server
     whose index keys lose the order of numbers, the run's notes say which indexes were cut."""
-    from ingest.store.servers import describe
     from ingest.store.indexes import numeric_keys_exact
+    from ingest.store.servers import describe
 
     for coll, path in (("hits", ("hsps", 0, "evalue")), ("query_best_hits", ("best_evalue",))):
         values = []

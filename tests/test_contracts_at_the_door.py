@@ -30,7 +30,6 @@ from ingest.documents import from_document, record_document, search_documents
 from ingest.fileio import open_binary
 from ingest.load.contracts import CONTRACTS, LOADERS_OWN, shown
 from ingest.parsers import data_file_suffixes, detect
-from ingest.parsers import get as get_format
 from ingest.parsers.materials import read_records
 from ingest.pipeline import task_load
 from ingest.store import curated

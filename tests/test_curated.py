@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.store import catalog, curated
 from ingest.query.compile import to_filter
 from ingest.query.language import parse
 from ingest.query.plan import explain, numeric_paths
+from ingest.store import catalog, curated
 from ingest.store.indexes import exact_indexes, numeric_keys_exact
 
 REPO = Path(__file__).resolve().parent.parent
@@ -187,8 +187,8 @@ def _server_info(mongo_uri):
 def test_each_question_is_planned_on_its_index(mongo_uri, seeded):
     """On MongoDB every question's example walks its index; on SecantusDB too, except a numeric range
     where its index keys lose numbers: that one is run as a collection scan on purpose (and says so)."""
-    from ingest.store.servers import ensure_indexes
     from ingest.query.compile import build
+    from ingest.store.servers import ensure_indexes
 
     ensure_indexes(seeded, catalog.QUERY_INDEXES)
     info = _server_info(mongo_uri)

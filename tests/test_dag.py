@@ -32,9 +32,9 @@ from urllib.parse import urlsplit
 
 import pymongo
 import pytest
+from airflow_harness import materials_sample
 from pymongo.uri_parser import parse_uri
 
-from airflow_harness import materials_sample
 from ingest.airflow.support import paths_param, resolve_mongo_uri, run_task
 from ingest.errors import ConfigError, DatabaseError
 

@@ -17,9 +17,9 @@ import time
 import uuid
 from pathlib import Path
 
+import load_corpus
 import pytest
 
-import load_corpus
 from ingest.tls import plain_tcp_risk
 
 BIN = Path(sys.executable).parent

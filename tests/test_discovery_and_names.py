@@ -23,8 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ingest.errors import InputError, ParseError
 from ingest.fileio import printable, stderr_line
@@ -75,9 +74,9 @@ def test_printable_shows_every_class_of_control_character_as_an_escape():
     named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
     for code in list(range(0x00, 0x20)) + [0x7F]:  # C0, DEL
         char = chr(code)
-        assert printable(f"a{char}b") == "a" + named.get(char, "\\x%02x" % code) + "b", hex(code)
+        assert printable(f"a{char}b") == "a" + named.get(char, f"\\x{code:02x}") + "b", hex(code)
     for code in range(0x80, 0xA0):  # C1: \u, as \x80 and up are the bytes of names that are not UTF-8
-        assert printable(f"a{chr(code)}b") == "a\\u%04xb" % code, hex(code)
+        assert printable(f"a{chr(code)}b") == f"a\\u{code:04x}b", hex(code)
     assert printable("x\x1b[31mred") == "x\\x1b[31mred"  # ESC: no colour reaches the terminal
     assert printable("\x85") == "\\u0085"  # NEL, a C1 line break
     assert printable(b"\xc2\x85") == "\\u0085" and printable(b"\x85") == "\\x85"  # the character, the byte

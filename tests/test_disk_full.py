@@ -20,11 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import load_corpus
 import pymongo
 import pytest
-
-import load_corpus
 from test_pasta_big_block import REAL, big_block
+
 from ingest.store.space import LOW_SPACE_BYTES, free_bytes, own_disk_full
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,7 +8,6 @@ MongoDB cluster topology, the shard keys and the sci-ingest wiring.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import shlex
 import shutil

@@ -19,10 +19,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ingest.store import curated
 from ingest.query.arrow import Converter
 from ingest.query.compile import build
 from ingest.query.export import export
+from ingest.store import curated
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"

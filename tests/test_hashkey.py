@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from bson import Int64
 from bson.decimal128 import Decimal128
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ingest.sharding.hashkey import INT64_MAX, INT64_MIN, UNDEFINED, hash64, number_for_hash, parse_value
 

@@ -20,11 +20,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
+from pasta_mutations import mutate_lines
 
 from ingest.load import LoadOptions, load_paths
-from pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 PASTA = sorted((SAMPLES / "pasta").glob("*.m10"))

@@ -22,14 +22,14 @@ import time
 import uuid
 from pathlib import Path
 
+import load_corpus
 import pymongo
 import pytest
 from distributed import Client
+from netns import Hosts, can_build, namespaces
 
-import load_corpus
 from ingest.store.mongo import TIMEOUT_MS, heartbeat_timeout_ms
 from ingest.tls import client_security
-from netns import Hosts, can_build, namespaces
 
 pytestmark = pytest.mark.hosts
 

@@ -183,7 +183,7 @@ def test_the_page_renders_in_headless_chromium(reported, tmp_path, monkeypatch, 
     first, second = reported.runs
     assert page["runId"] == second and "failed" in page["status"] and "critical validation" in page["status"]
     started = min(r["started"] for r in reported.db.stage_timings.find({"run_id": second}))
-    assert started.replace(tzinfo=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") in page["header"]
+    assert started.replace(tzinfo=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") in page["header"]
     # one stage-table row per stage of the run, in order
     assert page["stageRows"] == _stages(reported.db, second)
     # the validation: the failed suite and its critical expectation with the offending value

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pymongo.monitoring
 import pytest
 
-from ingest.cluster import dask_client
 from analytics.registry import Analysis, get_analysis
 from analytics.runner import analyze
+from ingest.cluster import dask_client
 from ingest.documents import search_id_prefix
 from ingest.errors import ConfigError
 from ingest.store.servers import describe

@@ -25,13 +25,13 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+import load_corpus
 import psutil
 import pymongo
 import pytest
 
-import load_corpus
-from ingest.store.ledger import sha256_of
 from ingest.server.embedded import EmbeddedServer
+from ingest.store.ledger import sha256_of
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 N_FILES = 116

@@ -16,24 +16,30 @@ import re
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import bson
 import pytest
 
-from ingest.store import curated
 from ingest.dates import format_iso, parse_iso
-from ingest.documents.materials import (DATE_FIELDS, LEGACY_NAMES, from_document, legacy_names_markdown,
-                                        record_document, to_document)
+from ingest.documents.materials import (
+    DATE_FIELDS,
+    LEGACY_NAMES,
+    from_document,
+    legacy_names_markdown,
+    record_document,
+    to_document,
+)
 from ingest.parsers.materials import read_records
 from ingest.query.compile import evaluate, to_filter
 from ingest.query.language import parse
+from ingest.store import curated
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples" / "materials"
 BIN = Path(sys.executable).parent / "sci-ingest"
-UTC = timezone.utc
+UTC = UTC
 
 
 def _utc(*args) -> datetime:
@@ -411,7 +417,7 @@ def _no_date_is_a_string(db, summary, files) -> dict[str, set[str]]:
         # a count is a pass over the collection: one for the strings of every path (the message
         # names the paths), and one read of every path's values for the dates (a find_one per path
         # took 0.8 s each on the embedded server, 21 of them: limit 1 does not end its scan early)
-        def strings(where: str) -> int:
+        def strings(where: str, coll=coll) -> int:
             return db[coll].count_documents({where: {"$type": "string"}})
 
         if wheres:

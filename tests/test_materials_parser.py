@@ -11,20 +11,19 @@ import json
 import math
 import random
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import bson
 import pytest
 from bson.decimal128 import Decimal128
 from bson.objectid import ObjectId
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from jsonschema import Draft202012Validator
 
 from ingest import parsers
-from ingest.errors import InputError, ParseError
 from ingest.documents.materials import ELEMENTS, from_document, record_document, to_document
+from ingest.errors import InputError, ParseError
 from ingest.parsers import materials as M
 from ingest.parsers.materials import Record, classify, read_records
 
@@ -192,7 +191,7 @@ def test_legacy_material_aliases_use_the_file_values(shared_materials):
         # extended JSON became BSON types
         assert doc["_ingest"]["source_id"] == ObjectId(original["_id"]["$oid"])
         ms = original["last_updated"]["$date"]
-        assert doc["last_updated"] == datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
+        assert doc["last_updated"] == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -436,7 +435,7 @@ def test_edge_cases_round_trip_through_bson():
     assert doc["huger"] == {"%int": str(-(10**40))}
     assert isinstance(doc["int64_edge"][2], Decimal128)
     assert doc["when"] == doc["when_iso"] == doc["when_long"] == datetime(2019, 2, 13, 4, 54, 2, 697000,
-                                                                           tzinfo=timezone.utc)
+                                                                           tzinfo=UTC)
     assert doc["when_bad"] == {"%24date": "not a date"}
     assert doc["when_out_of_range"] == {"%24date": "0001-01-01T00:00:00+01:00"}
     assert doc["when_huge"] == {"%24date": Decimal128(str(10**20))}

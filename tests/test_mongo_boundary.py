@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import ConfigError, DatabaseError, UnsupportedFeature
-from ingest.store.mongo import client, db_errors, ping, shared_client
 from ingest.server.embedded import EmbeddedServer
+from ingest.store.mongo import client, db_errors, ping, shared_client
 from ingest.timing import Timings
 
 REPO = Path(__file__).resolve().parent.parent

@@ -23,18 +23,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.store.indexes import exact_indexes
-
-from analytics.analyses import formula_consistency as fc
-from analytics.analyses import hit_distributions as hd
-from analytics.analyses import hull_energy as he
-from analytics.analyses import library_hits as lh
-from ingest.cluster import dask_client
+from analytics.analyses import formula_consistency as fc, hit_distributions as hd, hull_energy as he, library_hits as lh
 from analytics.registry import Analysis, Side, all_analyses, get_analysis
 from analytics.runner import analyze
-from ingest.schema import OUTPUT_DTYPES, Column, OutputColumn, Schema
 from analytics.validation import validate
+from ingest.cluster import dask_client
 from ingest.errors import ConfigError
+from ingest.schema import OUTPUT_DTYPES, Column, OutputColumn, Schema
+from ingest.store.indexes import exact_indexes
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ["formula_consistency", "hull_energy", "library_hits", "hit_distributions"]

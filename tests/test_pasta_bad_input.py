@@ -117,7 +117,7 @@ def test_truncated_gzip_stream():
 
 
 def test_text_mode_handle_is_refused():
-    with open(SAMPLES / "ssearch36_prot.m10", "r") as fh:
+    with open(SAMPLES / "ssearch36_prot.m10") as fh:
         with pytest.raises(ParseError) as info:
             list(parse(fh, "text"))
     assert "binary mode" in info.value.reason

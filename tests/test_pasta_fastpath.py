@@ -19,8 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
@@ -182,7 +181,7 @@ def test_threads_learning_layouts_at_once_read_what_one_thread_reads():
             got: dict = {}
             errors: list = []
 
-            def parse(name: str, slot: int) -> None:
+            def parse(name: str, slot: int, got=got, errors=errors) -> None:
                 try:
                     got[name, slot] = [json.dumps(d, sort_keys=False)
                                        for d in pasta.parse_dicts(io.BytesIO(data[name]), name)]  # fmt: skip

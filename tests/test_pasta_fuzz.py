@@ -11,8 +11,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError

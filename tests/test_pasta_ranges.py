@@ -15,9 +15,8 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import pytest
 from Bio import BiopythonParserWarning, SearchIO

@@ -16,8 +16,7 @@ import io
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.documents import search_documents

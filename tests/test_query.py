@@ -19,16 +19,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ingest.store import curated
-from ingest.store.curated import Curated, Field
 from ingest.query import QueryError
 from ingest.query.compile import evaluate, to_filter
 from ingest.query.language import And, Compare, Not, Or, parse
 from ingest.query.output import write_rows
 from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
+from ingest.store import curated
+from ingest.store.curated import Curated, Field
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "sci-ingest"
@@ -39,8 +38,8 @@ ACCEPTANCE = "evalue < 1e-20 and identity > 0.9"
 @pytest.fixture(scope="module")
 def samples(mongo_uri, mongo_client):
     """The bundled -m 10 samples and materials loaded into a database of this module."""
-    from ingest.store.catalog import QUERY_INDEXES
     from ingest.load import LoadOptions, load_paths
+    from ingest.store.catalog import QUERY_INDEXES
     from ingest.store.indexes import ensure_exact_indexes
 
     name = f"t_query_{uuid.uuid4().hex[:8]}"

@@ -15,11 +15,10 @@ from bson.errors import InvalidBSON
 
 from analytics.analyses import best_hits as bh
 from analytics.reading.partitions import plan_partitions, read_partition
-from analytics.reading.planning import (WHOLE_DOCUMENT_BYTES, plan_reads, plan_stages, probe, read_mode,
-                                        whole_documents)
+from analytics.reading.planning import WHOLE_DOCUMENT_BYTES, plan_reads, plan_stages, probe, read_mode, whole_documents
 from analytics.reading.streaming import StreamSpec, batch_starts, chunk_frame, read_chunks
 from analytics.validation import validate
-from analytics.validation.stream import Accumulator, UNIQUE_TYPES
+from analytics.validation.stream import UNIQUE_TYPES, Accumulator
 from ingest.errors import AnalysisError, ConfigError
 
 PASTA = Path(__file__).resolve().parent.parent / "samples" / "pasta" / "ssearch36_full_seq.m10"

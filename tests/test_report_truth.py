@@ -75,7 +75,7 @@ def assert_rows_are_real(env: dict, run_id: str, began: dt.datetime) -> list[dic
     proc = _cli(env, "timings", "--run", run_id, "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["stages"]
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     assert rows
     for row in rows:
         started, ended = _when(row["started"]), _when(row["ended"])
@@ -87,7 +87,7 @@ def assert_rows_are_real(env: dict, run_id: str, began: dt.datetime) -> list[dic
 def assert_recorded(env: dict, run_id: str, code: int, began: dt.datetime) -> dict:
     """The run's row of ``timings --list``: real times, and the status and exit code it exited with."""
     run = _runs(env)[run_id]
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     assert began - dt.timedelta(seconds=1) <= _when(run["started"]) <= _when(run["ended"]) <= now, run
     assert (run["status"], run["exit_code"]) == (RUN_STATUS[code], code), run
     return run
@@ -101,7 +101,7 @@ def history_env(mongo_uri, mongo_client, tmp_path_factory):
 
 
 def test_failed_and_refused_loads_record_real_times_and_the_exit_status(history_env, tmp_path):
-    env, began = history_env, dt.datetime.now(dt.timezone.utc)
+    env, began = history_env, dt.datetime.now(dt.UTC)
     fifo_dir = tmp_path / "with-fifo"
     fifo_dir.mkdir()
     shutil.copy(PASTA, fifo_dir / PASTA.name)
@@ -145,7 +145,7 @@ def test_an_interrupted_analyze_is_recorded_interrupted(history_env, mongo_clien
     env = history_env
     load = _cli(env, "load", "-q", "--workers", "1", MATERIALS)
     assert load.returncode == 0, load.stderr[-2000:]
-    began = dt.datetime.now(dt.timezone.utc)
+    began = dt.datetime.now(dt.UTC)
     # SIGINT as a terminal has it (a suite started in the background of a shell runs with SIGINT ignored)
     proc = subprocess.Popen([str(BIN), "analyze", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=REPO, start_new_session=True,

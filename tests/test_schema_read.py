@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 
 from bson.decimal128 import Decimal128
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ingest import schema as schema_module
 from ingest.schema import Schema, coerce, get_path

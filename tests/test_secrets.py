@@ -10,12 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from ingest.errors import DatabaseError
 import ingest.secrets as secrets_module
-from ingest.secrets import redact_uri, remember, scrub
+from ingest.errors import DatabaseError
+from ingest.secrets import redact_uri, remember
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

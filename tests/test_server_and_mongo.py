@@ -7,11 +7,11 @@ import socket
 import pytest
 
 from ingest.errors import ServerError, UnsupportedFeature
-from ingest.store.mongo import connect, ping, redact
-from ingest.store.servers import describe, ensure_hashed_indexes, ensure_indexes
-from ingest.sharding.collections import shard
 from ingest.server import embedded
 from ingest.server.embedded import EmbeddedServer, running_server, start_background, stop_background
+from ingest.sharding.collections import shard
+from ingest.store.mongo import connect, ping, redact
+from ingest.store.servers import describe, ensure_hashed_indexes, ensure_indexes
 
 
 def test_describe_names_kind_version_topology(mongo_client):

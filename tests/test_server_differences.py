@@ -22,7 +22,7 @@ import pymongo
 import pytest
 
 from ingest.store import curated
-from ingest.store.differences import CHECKS, FLOAT_INDEX, SCRATCH_PREFIX, _IN_PROCESS, cache_file, probe
+from ingest.store.differences import _IN_PROCESS, CHECKS, FLOAT_INDEX, SCRATCH_PREFIX, cache_file, probe
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 #: Three queries, four searches of two programs, hits of one to three HSPs (E-values past 1e-128 too).

@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pymongo
 import pytest
-
-from ingest.server.state import using
-from ingest.server.embedded import holder
 from test_server_lifecycle import _wait
+
+from ingest.server.embedded import holder
+from ingest.server.state import using
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

@@ -286,7 +286,6 @@ def test_sigterm_of_a_load_stops_like_ctrl_c_and_stops_its_server(tmp_path):
     and its private server stops with it."""
     sys.path.insert(0, str(Path(__file__).parent))
     import load_corpus
-
     import pymongo
 
     corpus = tmp_path / "corpus"

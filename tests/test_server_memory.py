@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import ConfigError
-from ingest.server.embedded import (CACHE_ENV, DEFAULT_CACHE, SERVER_MALLOC_ENV, EmbeddedServer, holder,
-                                    server_cache_size)
+from ingest.server.embedded import (
+    CACHE_ENV,
+    DEFAULT_CACHE,
+    SERVER_MALLOC_ENV,
+    EmbeddedServer,
+    holder,
+    server_cache_size,
+)
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 

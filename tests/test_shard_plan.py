@@ -12,10 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from ingest.sharding.plan import (KeySample, generated_keys, hashed_placement, plan_collection, ranged_placement,
-                                  read_keys, sort_key)
-from ingest.sharding.hashkey import hash64
 from ingest.sharding.collections import hashed_split_points
+from ingest.sharding.hashkey import hash64
+from ingest.sharding.plan import (
+    KeySample,
+    generated_keys,
+    hashed_placement,
+    plan_collection,
+    ranged_placement,
+    read_keys,
+    sort_key,
+)
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 

@@ -14,11 +14,18 @@ import pymongo
 import pytest
 from pymongo import monitoring
 
-from ingest.store.catalog import HITS, MATERIALS, SHARD_KEYS
 from ingest.errors import SciIngestError
+from ingest.sharding.collections import (
+    KEYS,
+    ClusterState,
+    CollectionState,
+    hashed_split_points,
+    plan_commands,
+    run_commands,
+    shard,
+)
+from ingest.store.catalog import HITS, MATERIALS, SHARD_KEYS
 from ingest.store.mongo import key_filter, replace_documents
-from ingest.sharding.collections import (KEYS, ClusterState, CollectionState, hashed_split_points, plan_commands,
-                             run_commands, shard)
 
 BIN = Path(sys.executable).parent / "sci-ingest"
 
@@ -125,8 +132,8 @@ class _Listener(monitoring.CommandListener):
 def test_the_server_receives_the_exact_documents(mongo_uri, db):
     """On the embedded server every command is refused; with SCI_INGEST_TEST_URI naming a mongos
     (docker/README.md) the same documents shard the collections and config.collections shows it."""
-    from ingest.store.servers import describe
     from ingest.sharding.collections import inspect
+    from ingest.store.servers import describe
 
     listener = _Listener()
     client = pymongo.MongoClient(mongo_uri, event_listeners=[listener])

@@ -188,9 +188,7 @@ def test_a_file_changed_during_its_writing_pass_is_rolled_back(db, mongo_uri, tm
     pass; searches: in the only one).  The file fails as changed and leaves nothing of itself.  A
     small file (read whole into memory, then parsed) is loaded as the one version it read."""
     from ingest.config import SAMPLES_DIR
-    from ingest.load import LoadOptions, load_paths
-    from ingest.load import run as run_module
-    from ingest.load import writer as writer_module
+    from ingest.load import LoadOptions, load_paths, run as run_module, writer as writer_module
 
     folder = tmp_path / "d"
     folder.mkdir()

@@ -151,8 +151,8 @@ def test_a_hit_whose_search_is_gone_and_a_missing_document_fail_it(cli, tmp_path
     failed = _failed(_tables(report))
     refs = failed['expect_references_to_exist:{"collection": "hits", "field": "search_id", "in": "searches"}']
     assert refs["severity"] == "error" and refs["sample"] == [gone] and refs["unexpected_count"] == 1
-    count = failed['expect_table_row_count_to_equal:{"collection": "searches", "value": %d}'
-                   % (db.searches.count_documents({}) + 1)]
+    count = failed['expect_table_row_count_to_equal:{"collection": "searches", "value": '
+                   f'{db.searches.count_documents({}) + 1}}}']
     assert count["observed_value"] == db.searches.count_documents({})
     assert report["status"].startswith("validation failed (")
 
@@ -180,8 +180,8 @@ def test_the_airflow_validate_task_fails_on_an_error_unless_told_to_warn(cli, tm
 
 @pytest.mark.parametrize("given", ["soon", "-3", "nan", "0"])
 def test_a_bad_freshness_setting_is_one_line(monkeypatch, given):
-    from ingest.errors import ConfigError
     from analytics.validation.tables import FRESH_ENV, fresh_within
+    from ingest.errors import ConfigError
 
     monkeypatch.setenv(FRESH_ENV, given)
     with pytest.raises(ConfigError) as caught:
