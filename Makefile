@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP  := $(VENV)/.installed
 
-.PHONY: install compiled run test test-scheduler test-ui test-hosts test-install bench lock server-start server-stop airflow clean
+.PHONY: install compiled run test test-fast test-scheduler test-ui test-hosts test-install bench lock server-start server-stop airflow clean
 
 install: $(STAMP)
 
@@ -58,6 +58,13 @@ run: install compiled
 TEST_WORKERS ?= 3
 test: install
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m "not ui and not hosts and not install and not scheduler" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
+
+# The inner loop's tier (under 2 minutes): the tests that need no database server fixture, are not marked
+# slow and are not among the modules tests/conftest.py lists as starting servers or whole commands
+# (SLOW_MODULES): parsers, schemas, the model, the layering and ruff, the CLI's quick paths.  `make test` runs
+# them too, with everything else.
+test-fast: install
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --fast -m "not ui and not hosts and not install and not scheduler" -n $(TEST_WORKERS) --durations=10
 
 # The DAGs under a real Airflow scheduler (tests/test_airflow_scheduler.py, about 3 minutes, most of it
 # waiting on the scheduler's own timers): apart from `make test`, which it took to its 10 minutes; .ci/run runs it.

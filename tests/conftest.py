@@ -111,11 +111,46 @@ LONG_GROUPS = ("test_airflow_scheduler", "follow_changes_1", "load_exact_1", "lo
                "test_reading_plans", "test_access", "test_query", "test_hostile_inputs")
 
 
+#: The fixtures that reach a database server: a test that asks for one is not in the fast tier.
+SERVER_FIXTURES = {"mongo_uri", "mongo_client", "db", "load_files", "real_materials_loaded"}
+#: Modules left out of the fast tier too: their tests start servers or whole commands as processes (seconds
+#: of each module's tests that ask for no server fixture, summed, in `pytest --fast -n 3 --durations=0` at
+#: commit 7e22d53 on the 2-core machine: 461 of the 564 seconds such tests took).
+SLOW_MODULES = {"test_load_exact": 102, "test_server_lifecycle": 74, "test_outputs_per_database": 70,
+                "test_server_keeper": 48, "test_disk_full": 26, "test_messages": 26, "test_access": 18,
+                "test_bad_options": 17, "test_failed_reload": 16, "test_mongo_boundary": 14,
+                "test_materials_dates": 13, "test_cli_contract": 12, "test_server_memory": 9,
+                "test_server_and_mongo": 8, "test_bench_core": 8}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the fast tier (make test-fast): the tests that need no database server fixture, are not "
+                          "marked slow and are not in tests/conftest.py's SLOW_MODULES")
+
+
+def _fast_tier(config, items) -> None:
+    """With ``--fast``, deselect every test that asks for a server fixture, is marked ``slow`` or is in
+    one of SLOW_MODULES: the inner loop's tier (parsers, schemas, the model, layering, static checks,
+    the CLI's quick paths); ``make test`` still runs everything."""
+    if not config.getoption("fast"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        needs_server = SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+        slow = item.get_closest_marker("slow") or Path(str(item.fspath)).stem in SLOW_MODULES
+        (dropped if needs_server or slow else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """For pytest-xdist: a test without an ``xdist_group`` of its own is in its module's group, so that
-    a module's fixtures (a loaded database, a Dask cluster, a corpus) are built by one worker, once;
+    """The fast tier first (``--fast``: :func:`_fast_tier`).  For pytest-xdist: a test without an
+    ``xdist_group`` of its own is in its module's group, so that a module's fixtures (a loaded database, a Dask cluster, a corpus) are built by one worker, once;
     the groups of LONG_GROUPS go first.  Only in the workers of ``--dist loadgroup``."""
+    _fast_tier(config, items)
     if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
