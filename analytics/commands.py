@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.registry import UnknownAnalysis, select_analyses
+from analytics.registry import select_analyses
 from ingest.cli.common import cmd_run
 from ingest.cli.options import typed
 from ingest.config import Number
-from ingest.errors import Exit, UsageError
+from ingest.errors import Exit
 from ingest.report import dumps, table
 
 __all__ = ["register", "cmd_analyze", "cmd_validate", "cmd_report", "cmd_bench"]
 
 
 def cmd_analyze(args) -> int:
-    try:
-        chosen = select_analyses(args.names)  # before any server or cluster starts (and --list)
-    except UnknownAnalysis as exc:
-        raise UsageError(str(exc)) from exc
+    chosen = select_analyses(args.names)  # before any server or cluster starts (and --list); UnknownAnalysis: 64
     if args.list:
         return _list_analyses(chosen, args.json)
     return cmd_run(args, steps=("analyze",), analyses=args.names or None)

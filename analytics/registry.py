@@ -80,7 +80,7 @@ from typing import Any
 
 import analytics.analyses as analyses_package
 from ingest.documents import search_id_prefix
-from ingest.errors import AnalysisError, ConfigError
+from ingest.errors import AnalysisError, ConfigError, UsageError
 from ingest.schema import (
     Column,
     OutputColumn,
@@ -341,7 +341,7 @@ def output_table(analysis: Analysis, frame, run_id: str):
 
 
 # ------------------------------------------------------------------ the registry
-class UnknownAnalysis(ConfigError):
+class UnknownAnalysis(UsageError):
     """A name that no declared analysis has; ``known`` lists the names there are."""
 
     def __init__(self, unknown: list[str], known: list[str]):

@@ -2,21 +2,37 @@
 
 Every error sci-ingest raises on purpose derives from :class:`SciIngestError`,
 so callers can catch one class.  Errors from libraries (pymongo, OS, Dask,
-Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``::
+Great Expectations) are mapped at the I/O boundary with ``raise ... from exc``.
+Each class declares the code a command exits with when the error ends it (``exit_code``: 1, or 64
+for :class:`UsageError` and below), and the command line and the run's report read it there
+(:func:`ingest.cli.main.main`, :func:`ingest.pipeline.run`).  Every subclass in the project, as
+tests/test_errors.py checks against the code (a class of another module names it)::
 
-    SciIngestError
-    ├── ConfigError            bad or missing configuration (URI, paths, options)
-    ├── ServerError            the embedded server could not start / stop / answer
-    ├── DatabaseError          a MongoDB operation failed (wraps pymongo errors)
-    │   ├── ServerUnavailable  the server could not be reached (after the retries allowed)
-    │   │   └── DiskFull       no space left on the device of the server's data or of a write of ours
-    │   └── UnsupportedFeature the server lacks a feature (hashed index, sharding)
-    ├── InputError             an input file could not be read or understood
-    │   ├── UnknownFormat      no registered format recognises the file
-    │   └── ParseError         a parser met malformed input (file, line, reason)
-    ├── AnalysisError          an analysis stage failed
-    ├── ValidationFailed       a critical expectation failed
-    └── UsageError             the command line is wrong: a bad value, or a name that does not exist
+    SciIngestError                      exit 1
+    ├── ConfigError                     bad or missing configuration (URI, paths, options)
+    │   └── PluginMissing               (ingest.plugins) no installed plugin provides what was asked for
+    ├── ServerError                     the embedded server could not start / stop / answer
+    ├── DatabaseError                   a MongoDB operation failed (wraps pymongo errors)
+    │   ├── ServerUnavailable           the server could not be reached (after the retries allowed)
+    │   │   └── DiskFull                no space left on the device of the server's data or of a write of ours
+    │   ├── UnsupportedFeature          the server lacks a feature (hashed index, sharding)
+    │   └── TimeLimitExceeded           the server stopped an operation at the time it was given
+    ├── InputError                      an input file could not be read or understood
+    │   ├── UnknownFormat               no registered format recognises the file
+    │   ├── ParseError                  a parser met malformed input (file, line, reason)
+    │   └── Changed                     (ingest.load.reading) the file changed while it was loaded
+    ├── ClaimLost                       (ingest.load.claims) another loader took over a claim this one held
+    ├── ClaimTimeout                    (ingest.load.claims) a claim stayed with another live loader too long
+    ├── LoadStopped                     (ingest.load.run) the load stopped before its end (Ctrl-C, the server gone)
+    ├── AnalysisError                   an analysis stage failed
+    ├── NoRun                           (analytics.report.html) no run is recorded in the database
+    ├── ValidationFailed                a critical expectation failed
+    └── UsageError                      exit 64: the command line is wrong: a bad value, or a name that does not exist
+        ├── QueryError                  (ingest.query) a bad --where / --filter / --fields / --sort
+        ├── UnknownCollection           (ingest.store.curated) a collection that is not curated
+        ├── UnknownAnalysis             (analytics.registry) a name no declared analysis has
+        ├── UnknownExperiment           (analytics.bench) a name no benchmark experiment has
+        └── UnknownRun                  (analytics.report.html) --run names a run that is not recorded
 
 It also holds the one table of exit codes (:class:`Exit`): every command of ``sci-ingest`` exits
 with one of them, the pipeline's run report carries one, and every ``--help`` prints the table.
@@ -94,6 +110,9 @@ class SciIngestError(Exception):
     Its message never holds a secret: the passwords and secret options of every
     MongoDB URI the process was given are masked (:func:`ingest.secrets.scrub`).
     """
+
+    #: The code a command exits with when this error ends it (the command line, the run's report).
+    exit_code: Exit = Exit.FATAL
 
     def __init__(self, *args):
         if args and isinstance(args[0], str):
@@ -182,5 +201,7 @@ class ValidationFailed(SciIngestError):
 
 
 class UsageError(SciIngestError):
-    """The command line is wrong, as found before any work: a bad option value, or a name that
-    does not exist (``sci-ingest`` exits :attr:`Exit.USAGE`, 64)."""
+    """The command line is wrong: a bad option value, or a name that does not exist (``sci-ingest``
+    exits :attr:`Exit.USAGE`, 64; found once a run began, the run is recorded ``refused``)."""
+
+    exit_code = Exit.USAGE

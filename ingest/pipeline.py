@@ -39,8 +39,6 @@ from ingest.errors import (
     InputError,
     SciIngestError,
     ServerUnavailable,
-    UsageError,
-    ValidationFailed,
     stopped_by,
 )
 from ingest.load import LoadOptions, LoadStopped, indexes, load_paths
@@ -348,15 +346,10 @@ def run(settings: Settings, paths: Sequence[str | Path] | None = None, *, steps:
                         report.exit_code = EXIT_VALIDATION
         except LoadStopped as exc:
             stopped = exc
-        except ValidationFailed as exc:
-            report.error = str(exc)
-            report.exit_code = EXIT_FATAL
-        except UsageError as exc:  # a name or value found wrong once the run began
-            report.error, report.exit_code = str(exc), Exit.USAGE
-        except SciIngestError as exc:
+        except SciIngestError as exc:  # a name or value found wrong once the run began (64), any other (1): the class says
             full = own_disk_full(exc, settings.out_dir, settings.state_dir)  # the server's disk, or ours (Parquet)
             report.error = str(full or exc)  # its message names what failed and why: no class name
-            report.exit_code = EXIT_FATAL
+            report.exit_code = exc.exit_code
         except KeyboardInterrupt as exc:  # Ctrl-C (SIGTERM) outside a load: what was finished, undone, how to go on
             _interrupted(report, timings, exc)
         except BaseException:  # a defect: the run's end recorded, then on

@@ -29,7 +29,7 @@ from analytics.reading.partitions import (
 from analytics.registry import UnknownAnalysis, analysis_names
 from analytics.runner import analyze
 from ingest.cluster import dask_client
-from ingest.errors import AnalysisError, ConfigError
+from ingest.errors import AnalysisError, ConfigError, UsageError
 from ingest.schema import empty
 
 HITS_COLUMNS = bh.COLUMNS
@@ -483,7 +483,7 @@ def test_analyze_empty_database(mongo_uri, db, dclient, tmp_path):
 def test_analyze_rejects_unknown_analysis(mongo_uri, db, dclient, tmp_path):
     with pytest.raises(UnknownAnalysis, match="unknown analysis 'nope'; known: " + ", ".join(analysis_names())):
         analyze(mongo_uri, db.name, "r", tmp_path, names=["nope"], client=dclient)
-    assert issubclass(UnknownAnalysis, ConfigError)
+    assert issubclass(UnknownAnalysis, UsageError) and UnknownAnalysis.exit_code == 64  # a name that does not exist
 
 
 def test_dask_client_connects_to_a_given_scheduler(dclient):

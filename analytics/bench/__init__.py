@@ -15,6 +15,7 @@ import pkgutil
 
 from analytics.bench import experiments as package
 from analytics.bench.core import SIZES, Context, Experiment, Plot, Published
+from ingest.errors import UsageError
 
 __all__ = ["Experiment", "Plot", "Published", "Context", "SIZES", "ORDER", "all_experiments", "get_experiment",
            "UnknownExperiment"]
@@ -24,8 +25,8 @@ ORDER = ("workers", "shard-plan", "engines", "split-size", "sinks", "checkpoint"
          "write-concern")  # fmt: skip
 
 
-class UnknownExperiment(KeyError):
-    pass
+class UnknownExperiment(UsageError):
+    """A name that no benchmark experiment has."""
 
 
 def all_experiments() -> dict[str, Experiment]:

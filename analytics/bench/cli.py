@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from analytics.bench import UnknownExperiment, all_experiments, get_experiment
+from analytics.bench import all_experiments, get_experiment
 from analytics.bench.output import comparison_table, points_table
 from analytics.bench.report import write_report
 from analytics.bench.runner import BENCH_DB_SUFFIX, run_experiment
@@ -64,10 +64,7 @@ def cmd_bench(args) -> int:
         return Exit.OK
     size = "full" if args.full else args.size or "quick"
     names = list(all_experiments()) if target == "all" else [target]
-    try:
-        experiments = [get_experiment(n) for n in names]
-    except UnknownExperiment as exc:
-        raise UsageError(exc.args[0]) from exc
+    experiments = [get_experiment(n) for n in names]  # UnknownExperiment: 64
     room = DB_NAME_MAX_BYTES - len(BENCH_DB_SUFFIX)
     if len(settings.db_name.encode("utf-8", "surrogateescape")) > room:  # before any server starts
         raise UsageError(f"--db {settings.db_name!r} is too long for bench: each run uses a database "

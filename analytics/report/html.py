@@ -39,7 +39,7 @@ from analytics.report import runs as past
 from analytics.report.page import CSS, esc as _html_esc, figure_uri, html_table
 from analytics.validation.suites import COLUMN_KWARGS, COLUMN_LIST_KWARGS
 from ingest.config import SYNTHETIC_SAMPLES
-from ingest.errors import ConfigError, SciIngestError
+from ingest.errors import ConfigError, SciIngestError, UsageError
 from ingest.fileio import printable, stderr_line
 from ingest.report import cell
 from ingest.schema import conform
@@ -78,7 +78,7 @@ class NoRun(SciIngestError):
     """No run is recorded in the database (exit 1)."""
 
 
-class UnknownRun(SciIngestError):
+class UnknownRun(UsageError):
     """``--run`` names a run the database has no record of (exit 64)."""
 
 

@@ -27,7 +27,7 @@ import threading
 from ingest.cli.options import DB_NAME, EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, PORT, add_load_options, exit_codes
 from ingest.config import DbName, bad_settings, begin_command
 from ingest.dates import command_began, process_started
-from ingest.errors import Exit, Interrupted, SciIngestError, UsageError, stopped_by
+from ingest.errors import Exit, Interrupted, SciIngestError, stopped_by
 from ingest.fileio import one_line_messages, printable, stderr_line
 
 __all__ = ["build_parser", "main", "run", "Parser"]
@@ -366,12 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         one_line_messages()
     try:
         code = args.func(args)
-    except UsageError as exc:
-        stderr_line(f"error: {exc}")
-        return Exit.USAGE
-    except SciIngestError as exc:
+    except SciIngestError as exc:  # the one place a command's error becomes its exit code (the class says which)
         stderr_line(f"error: {_disk_full(exc) or exc}")
-        return Exit.FATAL
+        return exc.exit_code
     except BrokenPipeError:  # the reader went away (`| head`): it has what it wanted (an OSError: first)
         return Exit.OK
     except OSError as exc:  # a write of ours found no room: said in one line; any other is a defect, shown

@@ -100,17 +100,11 @@ def _spec(args, curated, default_fields=None):
 
 
 def _guarded(func):
-    """Bad input (QueryError, an unknown collection) -> one line on stderr and exit 64; an output
-    file that cannot be written (no such folder, no permission, disk full) -> one line, exit 1."""
+    """An output file that cannot be written (no such folder, no permission, disk full) -> one line,
+    exit 1.  (Bad input, a QueryError or an unknown collection, is a UsageError: main() says it, exit 64.)"""
     def run(args) -> int:
-        from ingest.query import QueryError  # noqa: PLC0415 - lazy: as in _curated
-        from ingest.store.curated import UnknownCollection  # noqa: PLC0415 - lazy: as in _curated
-
         try:
             return func(args)
-        except (QueryError, UnknownCollection) as exc:
-            _say("error", str(exc))
-            return Exit.USAGE
         except BrokenPipeError:
             raise  # `query ... | head`: the reader has all it wanted; main() ends quietly, as `parse` does
         except OSError as exc:  # the writers' temporary file is removed by then

@@ -24,12 +24,12 @@ The command line is :mod:`ingest.cli.query`.
 
 from __future__ import annotations
 
-from ingest.errors import ConfigError
+from ingest.errors import UsageError
 
 __all__ = ["QueryError"]
 
 
-class QueryError(ConfigError):
+class QueryError(UsageError):
     """A bad ``--where`` / ``--filter`` / ``--fields`` / ``--sort``: one line, naming the option and,
     for an expression, the 1-based column where it went wrong (``column``)."""
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from ingest.errors import UsageError
 from ingest.plugins import curated_outputs
 from ingest.schema import KINDS, OUTPUT_DTYPES, Column
 from ingest.store import names as _names
@@ -391,7 +392,7 @@ def _outputs() -> dict[str, Curated]:
     return {c.name: c for c in curated_outputs()}
 
 
-class UnknownCollection(KeyError):
+class UnknownCollection(UsageError):
     """A collection that is not curated; ``known`` lists those that are."""
 
     def __init__(self, name: str, known: list[str]):
@@ -399,9 +400,6 @@ class UnknownCollection(KeyError):
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         super().__init__(f"{name!r} is not a curated collection{hint} (curated: {', '.join(known)})")
-
-    def __str__(self) -> str:
-        return self.args[0]
 
 
 def all_curated() -> dict[str, Curated]:
