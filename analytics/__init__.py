@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from ingest._lazy import lazy_exports as _lazy_exports
 
-TYPE_CHECKING = False
-
 # name -> "module:attribute"
 _EXPORTS = {
     # declaring analyses
@@ -48,20 +46,5 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
-if TYPE_CHECKING:
-    from analytics.reading.partitions import PartitionSpec, plan_partitions, read_collection, read_partition  # noqa: F401
-    from analytics.registry import (  # noqa: F401
-        Analysis,
-        UnknownAnalysis,
-        all_analyses,
-        analysis_names,
-        get_analysis,
-        select_analyses,
-    )
-    from analytics.runner import AnalysisResult, analyze, run_analysis  # noqa: F401
-    from analytics.validation import ValidationReport, load_suites, validate  # noqa: F401
-    from ingest.cluster import dask_client  # noqa: F401
-    from ingest.schema import Column, OutputColumn, Schema  # noqa: F401
-
-
+# the names' types, for type checkers and IDEs: __init__.pyi beside this file
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

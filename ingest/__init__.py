@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from ingest._lazy import lazy_exports as _lazy_exports
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
 # name -> "module:attribute"
 _EXPORTS = {
     # the main job and its settings
@@ -60,23 +58,5 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
-    from ingest.config import Settings  # noqa: F401
-    from ingest.errors import (  # noqa: F401
-        AnalysisError,
-        ConfigError,
-        DatabaseError,
-        InputError,
-        ParseError,
-        SciIngestError,
-        ServerError,
-        UnknownFormat,
-        UnsupportedFeature,
-        ValidationFailed,
-    )
-    from ingest.load import LoadOptions, LoadStopped, LoadSummary, load_paths  # noqa: F401
-    from ingest.model import Hit, Hsp, Query  # noqa: F401
-    from ingest.pipeline import STEPS, RunReport, run  # noqa: F401
-
-
+# the names' types, for type checkers and IDEs: __init__.pyi beside this file
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, globals())

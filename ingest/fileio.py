@@ -14,16 +14,12 @@ Kept free of heavy imports: ``sci-ingest parse`` uses it at start-up.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: pathlib and typing cost start-up time
-    from pathlib import Path
-    from typing import BinaryIO
-
 import os
 import re
 import stat as _stat
 import sys
+from io import BufferedIOBase
+from pathlib import Path
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -40,7 +36,7 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: str | Path) -> BinaryIO:
+def open_regular(path: str | Path) -> BufferedIOBase:
     """``open(path, "rb")`` for regular files only; never blocks on a FIFO."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -60,7 +56,7 @@ def is_gzip(path: str | Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def open_binary(path: str | Path) -> BinaryIO:
+def open_binary(path: str | Path) -> BufferedIOBase:
     """The file's bytes, gunzipped when it is gzip-compressed (regular files only)."""
     handle = open_regular(path)
     try:

@@ -11,11 +11,8 @@ import errno
 import os
 import stat
 from collections import namedtuple
+from collections.abc import Iterable
 from pathlib import Path
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time of `parse`)
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 from ingest.fileio import display_path, is_displayable, kind_of, printable
 

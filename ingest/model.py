@@ -21,11 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import Any
-
 __all__ = ["Hsp", "Hit", "Query"]
 
 
@@ -63,9 +58,9 @@ class Hsp:
     query_seq: str | None = None
     hit_seq: str | None = None
     consensus: str | None = None
-    extra: dict[str, Any] | None = None
+    extra: dict[str, object] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = {k: v for k, v in zip(_HSP_FIELDS, _hsp_values(self)) if v is not None}
         if self.extra is not None:
             d["extra"] = dict(self.extra)
@@ -93,7 +88,7 @@ class Hit:
     aligned: bool = True
     hsps: list[Hsp] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = {k: v for k, v in zip(_HIT_FIELDS, _hit_values(self)) if v is not None}
         d["hsps"] = [h.to_dict() for h in self.hsps]
         return d
@@ -137,13 +132,13 @@ class Query:
     library_residues: int | None = None
     #: -H: the histogram FASTA draws above the statistics, one {score, observed, expected} a row as
     #: printed (the first row's score is "< N", the last's ">N": tail "<"/">"); absent without one
-    histogram: list[dict[str, Any]] | None = None
-    params: dict[str, Any] | None = None
+    histogram: list[dict[str, object]] | None = None
+    params: dict[str, object] | None = None
     run_index: int | None = None
     run_query_number: int | None = None
     hits: list[Hit] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = {k: v for k, v in zip(_QUERY_SCALARS, _query_values(self)) if v is not None}
         if self.params is not None:
             d["params"] = dict(self.params)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,8 @@ PACKAGES = ("ingest", "analytics")
 #: Where a package's public names may be defined: its own modules, or a floor below it that
 #: it builds on (analytics hands on ingest's field vocabulary and Dask client to analysis authors).
 DEFINED_IN = {"ingest": {"ingest"}, "analytics": {"analytics", "ingest"}}
-NOT_API = {"annotations", "TYPE_CHECKING"}
+NOT_API = {"annotations"}
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -38,6 +41,24 @@ def test_every_public_member_is_exported(name):
               if not m.startswith("_") and m not in NOT_API and not isinstance(v, types.ModuleType)}
     assert public == set(package.__all__)
     assert set(package.__all__) <= set(dir(package))
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_the_stub_types_exactly_the_lazy_names(name):
+    """``<package>/__init__.pyi`` (what type checkers and IDEs read for the names loaded on first use)
+    imports each name of ``_EXPORTS`` from where it loads, and nothing else."""
+    package = importlib.import_module(name)
+    stub = ast.parse((REPO / name / "__init__.pyi").read_text())
+    typed, listed = {}, None
+    for node in stub.body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                assert alias.asname, f"{name}/__init__.pyi: {alias.name} is not re-exported (import X as X)"
+                typed[alias.asname] = f"{node.module}:{alias.name}"
+        elif isinstance(node, ast.Assign) and node.targets[0].id == "__all__":
+            listed = ast.literal_eval(node.value)
+    assert typed == package._EXPORTS
+    assert listed == package.__all__
 
 
 def test_the_api_names_are_unique_across_packages():

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 
 import orjson
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 #: What a search's fingerprint leaves out: where its block sat in its file, the command line (it names
 #: the input files as they were given), and what only the output's options print (the aligned

@@ -11,13 +11,13 @@ a ``-m 9c`` report without ``-m 10`` by its command line.
 
 Parser contracts (pure: no I/O beyond reading the handle they are given):
 
-* ``kind == "search"``  -> ``parse_dicts(handle: BinaryIO, source: str, *, sequences=True,
+* ``kind == "search"``  -> ``parse_dicts(handle: BufferedIOBase, source: str, *, sequences=True,
   warn=None) -> Iterator[dict]``: one JSON-ready dict per query, equal to
   ``ingest.model.Query.to_dict()`` (the parser module also has ``parse``, which yields
   the :class:`ingest.model.Query` objects), but for the hits of a block too large to hold,
   which come as an iterable with ``len()`` in their place (memory bounded whatever one
   block holds; :mod:`ingest.parsers.pasta.spool`); raises :class:`ingest.errors.ParseError`.
-* ``kind == "records"`` -> ``read_records(handle: BinaryIO, source: str) ->
+* ``kind == "records"`` -> ``read_records(handle: BufferedIOBase, source: str) ->
   Iterator[ingest.parsers.materials.Record | ingest.errors.ParseError]``; a bad record
   is *yielded* as a ParseError (file, record number, reason) so the caller can
   set the whole file aside.
@@ -30,13 +30,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only (sci-ingest parse imports this package at start-up)
-    from collections.abc import Callable
-    from pathlib import Path
+from pathlib import Path
 
 from ingest.errors import UnknownFormat
 from ingest.fileio import open_binary

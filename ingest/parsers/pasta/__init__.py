@@ -4,7 +4,7 @@ tfasts36, tfastm36, tfastf36.
 
 Entry points::
 
-    parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+    parse(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool = True,
           warn: Callable[[str], None] | None = None, fast: bool = True,
           chunk_size: int = 1 << 20) -> Iterator[Query]
     parse_dicts(handle, source="<stream>", *, sequences=True, warn=None, fast=True,
@@ -215,15 +215,11 @@ extra           any other ``xx_*`` line of the alignment, typed as for ``params`
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Callable, Iterator
-    from typing import BinaryIO
-
-    from ingest.model import Query
+from collections.abc import Callable, Iterator
+from io import BufferedIOBase
 
 from ingest.errors import ParseError
+from ingest.model import Query
 from ingest.parsers.pasta.query import _parse
 from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, _Reader
 from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
@@ -232,7 +228,7 @@ __all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK", "SPILL_HITS", "HitSp
 
 
 def parse(
-    handle: BinaryIO,
+    handle: BufferedIOBase,
     source: str = "<stream>",
     *,
     sequences: bool = True,
@@ -251,7 +247,7 @@ def parse(
 
 
 def parse_dicts(
-    handle: BinaryIO,
+    handle: BufferedIOBase,
     source: str = "<stream>",
     *,
     sequences: bool = True,

@@ -14,11 +14,7 @@ itself (``_dict_builder``).
 from __future__ import annotations
 
 import re
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Callable
+from collections.abc import Callable
 
 from ingest.model import Hit, Hsp
 from ingest.parsers.pasta.common import RESIDUE_BYTES, _end_col, _HitContext

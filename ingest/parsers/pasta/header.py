@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import re
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from ingest.parsers.pasta.reader import _Reader
-
 from ingest.model import Query
 from ingest.parsers.pasta.common import _decode, _typed
+from ingest.parsers.pasta.reader import _Reader
 from ingest.parsers.pasta.segments import TITLE_MAX
 
 # "; pg_*"/"; mp_*" lines read before -> their (key, typed value) pairs: most repeat from one

@@ -5,11 +5,7 @@ to the fast path or the checking path) and the end of each query and run."""
 from __future__ import annotations
 
 import re
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Iterator
+from collections.abc import Iterator
 
 from ingest.errors import ParseError
 from ingest.model import Query

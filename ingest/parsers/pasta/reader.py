@@ -5,11 +5,7 @@ the limits on a line (``MAX_LINE``) and a hit block (``MAX_BLOCK``)."""
 from __future__ import annotations
 
 import re
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import BinaryIO
+from io import BufferedIOBase
 
 from ingest.errors import ParseError
 from ingest.parsers.pasta.spool import Rows
@@ -37,7 +33,7 @@ class _Reader:
     __slots__ = ("handle", "source", "chunk_size", "lookahead", "buf", "pos", "line_no", "eof", "_before",
                  "spill_rows")
 
-    def __init__(self, handle: BinaryIO, source: str, chunk_size: int = CHUNK):
+    def __init__(self, handle: BufferedIOBase, source: str, chunk_size: int = CHUNK):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, not {chunk_size!r}")
         self.handle = handle

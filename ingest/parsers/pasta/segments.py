@@ -55,13 +55,10 @@ join it (a subrange ending at or past 39,990), since what was searched is otherw
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from operator import itemgetter
 
 from ingest.parsers.pasta.spool import HitSpool
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 TITLE_MAX = 511  # bytes of a query title FASTA prints (qtitle[MAX_STR = 512], NUL included)
 READ = 39990  # residues of a long query FASTA 36 reads at a time (MAXTST 40000 - 10)

@@ -24,11 +24,7 @@ import marshal
 import os
 import struct
 import tempfile
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Iterator
+from collections.abc import Iterator
 
 __all__ = ["BlockHits", "HitSpool", "Rows", "SPILL_HITS", "SPILL_BYTES", "ROWS_PER_HIT"]
 

@@ -5,7 +5,7 @@ a table row holds.  (FASTA's ``-m 9`` family without ``-m 10``, format ``"pasta-
 
 Entry points (the contract of :mod:`ingest.parsers`)::
 
-    parse(handle: BinaryIO, source="<stream>", *, sequences=True, warn=None) -> Iterator[Query]
+    parse(handle: BufferedIOBase, source="<stream>", *, sequences=True, warn=None) -> Iterator[Query]
     parse_dicts(handle, source="<stream>", *, sequences=True, warn=None, spill=SPILL_HITS)
         -> Iterator[dict]   # Query.to_dict(); a query's "hits" a HitSpool past ``spill`` hits
 
@@ -86,21 +86,17 @@ file without comment lines the command is not known, and they are kept).
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+from collections.abc import Callable, Iterator
+from io import BufferedIOBase
 
-if TYPE_CHECKING:  # annotations only
-    from collections.abc import Callable, Iterator
-    from typing import BinaryIO
-
-    from ingest.model import Query
-
+from ingest.model import Query
 from ingest.parsers.pasta.spool import SPILL_HITS
 from ingest.parsers.tabular.blast import MAX_LINE, read
 
 __all__ = ["parse", "parse_dicts", "MAX_LINE"]
 
 
-def parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+def parse(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool = True,
           warn: Callable[[str], None] | None = None) -> Iterator[Query]:
     """Yield one :class:`~ingest.model.Query` per query of a tabular file (its hits a list)."""
     for query, hits in read(handle, source, dicts=False, warn=warn, spill=None):
@@ -108,7 +104,7 @@ def parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
         yield query
 
 
-def parse_dicts(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+def parse_dicts(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool = True,
                 warn: Callable[[str], None] | None = None, spill: int | None = SPILL_HITS) -> Iterator[dict]:
     """Like :func:`parse`, each query as ``Query.to_dict()``; past ``spill`` hits its ``"hits"`` is a
     :class:`~ingest.parsers.pasta.spool.HitSpool` (the same dicts), so memory stays bounded."""

@@ -18,17 +18,13 @@ similarity as the block prints them, sequences, consensus, ``aligned: true``), w
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from io import BufferedIOBase
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp
 from ingest.parsers.pasta import parse_dicts as _parse_m10
 from ingest.parsers.pasta.spool import HitSpool
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only
-    from collections.abc import Callable
-    from typing import BinaryIO
 
 __all__ = ["Lines", "Section", "SUMMARY", "read_section", "joined"]
 
@@ -40,7 +36,7 @@ _HEADER_LINES = 4  # the command, the version, the query line, the library
 class Lines:
     """The lines of a binary handle, numbered from 1, the last one read given back by :meth:`push`."""
 
-    def __init__(self, handle: BinaryIO, limit: int):
+    def __init__(self, handle: BufferedIOBase, limit: int):
         self.readline, self.limit = handle.readline, limit
         self.number = 0
         self.back: bytes | None = None

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable, Iterator
+from io import BufferedIOBase
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
 from ingest.parsers.pasta.reader import MAX_LINE
 from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
 from ingest.parsers.tabular import beside
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only
-    from collections.abc import Callable, Iterator
-    from typing import BinaryIO
 
 __all__ = ["read", "buffered", "MAX_LINE"]
 
@@ -47,7 +43,7 @@ _FIELDS = ("query id", "query length", "subject id", "subject length", "% identi
            "mismatches", "gap opens", "q. start", "q. end", "s. start", "s. end", "evalue", "bit score")
 
 
-def buffered(handle: BinaryIO) -> BinaryIO:
+def buffered(handle: BufferedIOBase) -> BufferedIOBase:
     """``handle``, buffered if it is a raw stream: its ``readline`` would read a byte at a time (the
     loader's look at a large file's first MiB gives one)."""
     return io.BufferedReader(handle, 1 << 20) if isinstance(handle, io.RawIOBase) else handle
@@ -403,7 +399,7 @@ class _State:
                       "read: each hit's values are its rows'")
 
 
-def read(handle: BinaryIO, source: str, *, dicts: bool, warn: Callable[[str], None] | None = None,
+def read(handle: BufferedIOBase, source: str, *, dicts: bool, warn: Callable[[str], None] | None = None,
          spill: int | None = SPILL_HITS) -> Iterator[tuple[Query, object]]:
     """Yield ``(query, hits)`` for each query of the file, in order: ``hits`` a list (of Hit objects,
     or of their dicts with ``dicts``) or a :class:`HitSpool` past ``spill`` hits.  Raises ParseError

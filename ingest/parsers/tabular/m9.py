@@ -24,19 +24,14 @@ list (``-m 10,9c`` is both).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from io import BufferedIOBase
 
 from ingest.errors import ParseError
+from ingest.model import Query
 from ingest.parsers.pasta import parse as _parse_m10, parse_dicts as _parse_dicts_m10
 from ingest.parsers.pasta.spool import SPILL_HITS
 from ingest.parsers.tabular.blast import buffered
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
-
-if TYPE_CHECKING:  # annotations only
-    from collections.abc import Callable, Iterator
-    from typing import BinaryIO
-
-    from ingest.model import Query
 
 __all__ = ["parse", "parse_dicts", "SkipDisplay"]
 
@@ -48,7 +43,7 @@ class SkipDisplay:
     query's summary line ``>>>ID, N aa vs ...``, up to ``>>><<<``, ``>>>///`` or the next query line)
     emptied: ``read(n)`` gives whole lines, at least one, about ``n`` bytes."""
 
-    def __init__(self, handle: BinaryIO, source: str, warn: Callable[[str], None] | None):
+    def __init__(self, handle: BufferedIOBase, source: str, warn: Callable[[str], None] | None):
         self.handle, self.source, self.warn = buffered(handle), source, warn
         self.skipping = False
         self.table = False  # the query under way has a best-scores table (lalign36 prints none)
@@ -93,13 +88,13 @@ class SkipDisplay:
         return b"\n" if raw[-1:] == b"\n" else b""
 
 
-def parse(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+def parse(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool = True,
           warn: Callable[[str], None] | None = None) -> Iterator[Query]:
     """Yield one :class:`~ingest.model.Query` per query (hits from its best-scores table)."""
     return _parse_m10(SkipDisplay(handle, source, warn), source, sequences=sequences, warn=warn)
 
 
-def parse_dicts(handle: BinaryIO, source: str = "<stream>", *, sequences: bool = True,
+def parse_dicts(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool = True,
                 warn: Callable[[str], None] | None = None, spill: int | None = SPILL_HITS) -> Iterator[dict]:
     """Like :func:`parse`, each query as ``Query.to_dict()`` (a spool past ``spill`` hits, as -m 10's)."""
     return _parse_dicts_m10(SkipDisplay(handle, source, warn), source, sequences=sequences, warn=warn,
