@@ -37,8 +37,8 @@ For an :class:`analytics.registry.Analysis` the runner
    never inferred from the values: a list column stays ``list<string>`` when every
    list is empty, and each field carries its declared meaning and unit as field metadata.
 
-Importing this module is cheap: Dask, pandas, pyarrow and pymongo are imported
-inside the functions that need them, so a CLI may import it at start-up.
+Importing it costs pymongo (the module talks to MongoDB throughout), not Dask, pandas, numpy or
+pyarrow: those are imported inside the functions that need them (tests/test_analytics.py).
 """
 
 from __future__ import annotations
