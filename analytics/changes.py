@@ -28,10 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ingest.documents import prefix_range, search_id_prefix
-from ingest.store.catalog import ANALYSIS_STATE, HITS, SEARCHES
+from ingest.store.catalog import ANALYSIS_STATE, HITS, HOLDING, LEDGER, SEARCHES
 from ingest.store.ledger import Ledger
+from ingest.store.retry import Retry
 
-__all__ = ["Changes", "changes", "record_state", "read_state", "content_selector", "MARGIN", "SEEN_MAX"]
+__all__ = ["Changes", "changes", "record_state", "read_state", "content_selector", "count_loaded",
+           "contents_writing", "MARGIN", "SEEN_MAX"]
+#: The fields of a ledger entry :func:`changes` reads.
+CHANGE_FIELDS = {"sha256": 1, "status": 1, "records": 1, "previous": 1, "changed_at": 1, "owner": 1,
+                 "duplicate_of": 1}
 
 #: Entries stamped this long before a reader's read are looked at again by its next run (unless it
 #: saw them with the same content).
@@ -66,15 +71,14 @@ def read_state(db, key: str) -> dict | None:
 def changes(db, key: str, sources: set[str], *, follow: bool = True) -> Changes:
     """What changed in ``sources`` for the reader ``key`` (``follow``: False for a whole run, which
     needs only the clock and the state to record)."""
-    ledger = Ledger(db)
-    now = ledger.server_now()  # first: whatever is visible from here on is read
+    now = _server_now(db)  # first: whatever is visible from here on is read
     state = read_state(db, key) if follow else None
     since = state.get("since") if state else None
-    entries = ledger.changed_since(min(since, now) - MARGIN if since is not None else now - MARGIN)
+    entries = _changed_since(db, min(since, now) - MARGIN if since is not None else now - MARGIN)
     unstamped = [e["_id"] for e in entries if e.get("changed_at") is None and not e.get("owner")
                  and e.get("status") in ("loaded", "failed")]
     if unstamped:  # a ledger from before stamps (or a batch's stamp lost): stamped now, seen by this run
-        ledger.stamp(unstamped)
+        Ledger(db).stamp(unstamped)
     recent = [e for e in entries if e.get("changed_at") is None or e["changed_at"] >= now - MARGIN]
     after = {"since": now, "seen": [[e["_id"], e.get("sha256")] for e in recent] if len(recent) <= SEEN_MAX
              else None}
@@ -85,6 +89,45 @@ def changes(db, key: str, sources: set[str], *, follow: bool = True) -> Changes:
     return found
 
 
+# ------------------------------------------------------------------ what the ingest ledger says
+_RETRY = Retry(0)
+
+
+def _server_now(db):
+    """The server's clock (what ``changed_at`` is stamped with): a naive UTC datetime."""
+    return _RETRY("asking the server's time", db.command, "hello")["localTime"]
+
+
+def _changed_since(db, since) -> list[dict]:
+    """Ledger entries stamped at or after ``since`` (every entry when None), and entries not stamped
+    yet (a batch's, between its insert and its stamp; a ledger written before stamps existed): two
+    index seeks on ``changed_at``, in proportion to what changed."""
+    ledger = db[LEDGER]
+    stamped = {"changed_at": {"$gte": since}} if since is not None else {"changed_at": {"$ne": None}}
+    found = _RETRY("reading the ledger", lambda: list(ledger.find(stamped, CHANGE_FIELDS)))
+    return found + _RETRY("reading the ledger", lambda: list(ledger.find({"changed_at": None}, CHANGE_FIELDS)))
+
+
+def count_loaded(db, source: str) -> int:
+    """How many loaded files wrote into ``source`` (a scan of the ledger: asked only when many changed)."""
+    return _RETRY("reading the ledger", db[LEDGER].count_documents, {**HOLDING, f"records.{source}": {"$gt": 0}})
+
+
+def contents_writing(db, collection: str, limit: int) -> list[str]:
+    """Up to ``limit`` contents (sha256) of loaded files that wrote into ``collection``, those with
+    the fewest documents there first, among the first ``4 * limit`` found."""
+    entries = _RETRY("reading the ledger", lambda: list(db[LEDGER].find(
+        {"status": "loaded", f"records.{collection}": {"$gt": 0}, "sha256": {"$type": "string"}},
+        {"sha256": 1, f"records.{collection}": 1, "_id": 0}).limit(4 * limit)))
+
+    def count(entry: dict) -> float:
+        n = entry["records"][collection]
+        return n if isinstance(n, (int, float)) else 0
+
+    return [e["sha256"] for e in sorted(entries, key=count)[:limit]]
+
+
+# ------------------------------------------------------------------ the readers' state
 def record_state(db, key: str, after: dict, **fields) -> None:
     """Record the reader's state once its result is published (fields not given are kept)."""
     db[ANALYSIS_STATE].update_one({"_id": key}, {"$set": {**after, **fields}}, upsert=True)

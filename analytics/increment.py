@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pymongo import ReplaceOne
 
-from analytics.changes import changes, record_state
+from analytics.changes import changes, count_loaded, record_state
 from analytics.published import check_published, unfit_reason
 from analytics.reading.streaming import StreamSpec, chunk_frame, read_chunks
 from analytics.registry import output_table
@@ -45,7 +45,6 @@ from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.schema import conform
 from ingest.store.indexes import ensure_exact_indexes, server_of
-from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
 
@@ -135,7 +134,7 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path | Outputs, increm
         return whole(f"whole collection: {files}, more than {MAX_CHANGED}")
     if len(pending) > COUNT_ABOVE:  # a count of the ledger (a scan) only where a whole pass can pay
         with db_errors(f"reading the ledger of {db_name}", uri=uri):
-            loaded = Ledger(db).count_loaded(analysis.source)
+            loaded = count_loaded(db, analysis.source)
         if len(pending) > WHOLE_ABOVE * loaded:
             return whole(f"whole collection: {len(pending)} of {loaded} loaded files changed (over "
                          f"{WHOLE_ABOVE:.0%}: one pass is cheaper)")

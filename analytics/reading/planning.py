@@ -41,7 +41,7 @@ from typing import Any
 
 from bson import MaxKey, MinKey
 
-from analytics.changes import changes, content_selector, record_state
+from analytics.changes import changes, content_selector, contents_writing, record_state
 from analytics.reading.chunks import chunk_table, plan_chunk_partitions
 from analytics.reading.partitions import plan_partitions, range_filter
 from analytics.reading.streaming import (
@@ -54,7 +54,6 @@ from ingest.errors import ConfigError
 from ingest.schema import Column, Schema
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
 from ingest.store.indexes import server_of
-from ingest.store.ledger import Ledger
 from ingest.store.mongo import db_errors, shared_client
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
@@ -244,7 +243,7 @@ def stored_bytes_per_document(db, collection: str, contents: list[str] | None = 
         return None
     size = documents = 0
     if contents is None:
-        contents = Ledger(db).contents_writing(collection, SAMPLE_FILES)
+        contents = contents_writing(db, collection, SAMPLE_FILES)
     for sha in contents:
         selector = content_selector(collection, sha) or {"_source.sha256": sha}  # a record's current holder
         for batch in db[collection].find_raw_batches(selector, limit=SAMPLE_DOCUMENTS, batch_size=SAMPLE_DOCUMENTS):

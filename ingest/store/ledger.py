@@ -35,7 +35,7 @@ import hashlib
 from pathlib import Path
 
 from ingest.fileio import open_regular
-from ingest.store.catalog import HOLDING, LEDGER
+from ingest.store.catalog import LEDGER
 from ingest.store.mongo import durable
 from ingest.store.retry import Retry
 
@@ -47,9 +47,6 @@ _LOOKUP_CHUNK = 50
 #: Contents remembered per path in ``previous`` (the groups of a replaced content are recomputed
 #: from it; a path replaced more often between two analyses is rare, and the oldest go first).
 PREVIOUS_KEPT = 32
-#: The fields :meth:`Ledger.changed_since` returns.
-CHANGE_FIELDS = {"sha256": 1, "status": 1, "records": 1, "previous": 1, "changed_at": 1, "owner": 1,
-                 "duplicate_of": 1}
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -156,32 +153,3 @@ class Ledger:
             chunk = keys[start:start + _LOOKUP_CHUNK]
             self.retry("stamping the ledger", self.coll.update_many, {"_id": {"$in": chunk}},
                        {"$currentDate": {"changed_at": True}})
-
-    # ---------------------------------------------------------------- what changed, and when
-    def server_now(self):
-        """The server's clock (what ``changed_at`` is stamped with): a naive UTC datetime."""
-        hello = self.retry("asking the server's time", self.coll.database.command, "hello")
-        return hello["localTime"]
-
-    def changed_since(self, since) -> list[dict]:
-        """Entries stamped at or after ``since`` (every entry when None), and entries not stamped
-        yet (a batch's, between its insert and its stamp; a ledger written before stamps existed):
-        two index seeks on ``changed_at``, in proportion to what changed."""
-        stamped = {"changed_at": {"$gte": since}} if since is not None else {"changed_at": {"$ne": None}}
-        found = self.retry("reading the ledger", lambda: list(self.coll.find(stamped, CHANGE_FIELDS)))
-        found += self.retry("reading the ledger", lambda: list(self.coll.find({"changed_at": None}, CHANGE_FIELDS)))
-        return found
-
-    def count_loaded(self, source: str) -> int:
-        """How many loaded files wrote into ``source`` (a scan of the ledger: asked only when many changed)."""
-        return self.retry("reading the ledger", self.coll.count_documents, {
-            **HOLDING, f"records.{source}": {"$gt": 0}})
-
-    def contents_writing(self, collection: str, limit: int) -> list[str]:
-        """Up to ``limit`` contents (sha256) of loaded files that wrote into ``collection``, those
-        with the fewest documents there first, among the first ``4 * limit`` found."""
-        entries = self.retry("reading the ledger", lambda: list(self.coll.find(
-            {"status": "loaded", f"records.{collection}": {"$gt": 0}, "sha256": {"$type": "string"}},
-            {"sha256": 1, f"records.{collection}": 1, "_id": 0}).limit(4 * limit)))
-        count = lambda e: e["records"][collection] if isinstance(e["records"][collection], (int, float)) else 0  # noqa: E731
-        return [e["sha256"] for e in sorted(entries, key=count)[:limit]]
