@@ -141,7 +141,7 @@ def _touches(entry: dict, sources: set[str]) -> bool:
 
 
 def content_selector(collection: str, sha: str) -> dict | None:
-    """The documents of one loaded content in ``collection`` by an index (SecantusDB scans a range of
+    """The documents of one loaded content in ``collection`` by an index (the embedded server scans a range of
     ``_id``): a search file's hits by their search id prefix, its searches by ``source.sha256``;
     None for a collection whose documents a content does not own alone (records: versions)."""
     if collection == HITS:

@@ -8,10 +8,10 @@ state in ``analysis_state``).  Per run:
 3. **an incremental one** (one output row per group, group keys prefixed by the input file's
    content, declared as ``Analysis.file_prefix``: ``best_hits``) reads only the groups of the
    changed contents and of the contents they replaced: one key range per content, each its own
-   index seek (:func:`scoped_queries`: SecantusDB answers an ``$or`` of ranges with a collection
+   index seek (:func:`scoped_queries`: the embedded server answers an ``$or`` of ranges with a collection
    scan, even of one range), through the same runner; then publishes the new rows by ``_id``
    (replace, upsert) and deletes the rows of those groups that this run did not write (a group that
-   vanished), in one transaction where the server has them (a replica set, SecantusDB, mongos): a
+   vanished), in one transaction where the server has them (a replica set, the embedded server, mongos): a
    reader sees the old rows or the new ones.  The Parquet file is rewritten whole (the old rows
    outside the changed groups, the new rows, sorted by id) under a temporary name, checked against
    the collection (:func:`analytics.published.check_published`) and renamed over the old one;
@@ -44,9 +44,10 @@ from analytics.registry import output_table
 from ingest.documents import prefix_range
 from ingest.errors import ConfigError
 from ingest.schema import conform
-from ingest.store.indexes import ensure_exact_indexes, server_of
+from ingest.store.indexes import ensure_exact_indexes
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
+from ingest.store.servers import server_of, traits
 
 __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_scope", "WHOLE_ABOVE",
            "MAX_CHANGED", "COUNT_ABOVE"]
@@ -54,17 +55,15 @@ __all__ = ["Scope", "plan_scope", "scoped_queries", "publish_changes", "record_s
 #: Above this share of the loaded files changed, the whole collection is read.
 WHOLE_ABOVE = 0.5
 #: Above this many changed files, the whole collection is read: one key range per file is an index
-#: seek of 1-5 ms on SecantusDB (20,000 files), so 100,000 cost 2-8 minutes, about a whole read of
+#: seek of 1-5 ms on the embedded server (20,000 files), so 100,000 cost 2-8 minutes, about a whole read of
 #: the study's 12 M hits at the 21,000 hits a second measured (issue 40).  Below it, past
 #: COUNT_ABOVE files, more than WHOLE_ABOVE of the loaded ones also makes it read the whole.
 MAX_CHANGED = 100_000
 #: What a merged table is made of (an aggregate's published table is merged into only when the
 #: state says this form made it: identities summed in millionths, descriptions the smallest).
 MERGE_FORM = 1
-#: Values per ``$in`` query (SecantusDB's cost per element grows with the list).
-IN_CHUNK = 50
 #: Up to this many changed files are read by their key ranges without asking how many are loaded (a
-#: count of the ledger, which SecantusDB answers by a scan): a hundred seeks cost less than that.
+#: count of the ledger, which the embedded server answers by a scan): a hundred seeks cost less than that.
 COUNT_ABOVE = 100
 #: Up to this many changed rows are published in one transaction (MongoDB bounds a transaction's
 #: time and cache): readers see the old rows or the new ones.  More, or a standalone server
@@ -173,6 +172,13 @@ def _merge_scope(analysis, pending: list[dict], files: str, state: dict, after: 
                  prefixes=prefixes, files=len(added), state=after, documents=_written(added, analysis.source))
 
 
+def _ranges(field: str, prefixes, shape) -> list[dict]:
+    """The queries for the key ranges of ``prefixes`` on ``field``: one ``$or`` of them where the server
+    answers it through the index, else one query a range (ingest.store.servers.Traits)."""
+    ranges = [{field: prefix_range(p)} for p in prefixes]
+    return [{"$or": ranges}] if shape.or_of_ranges and len(ranges) > 1 else ranges
+
+
 def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
     """(table, left-out counts, rows read, how) of a merged run, or None when the analysis cannot merge
     them (see :class:`analytics.registry.Merge`): the new files' rows (one key range each), the rows
@@ -183,6 +189,8 @@ def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
 
     merge, columns = analysis.merge, analysis.columns
     path = {c.name: c.path for c in columns}
+    with db_errors(f"asking the server of {db_name} what it is", uri=uri):
+        shape = traits(shared_client(uri)[db_name])
 
     def rows(queries: list[dict]):
         spec = StreamSpec(uri=uri, db_name=db_name, collection=analysis.source, queries=tuple(queries),
@@ -190,11 +198,12 @@ def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
         frames = [chunk_frame(columns, raw) for _, raw in read_chunks(spec)] if queries else []
         return pd.concat(frames, ignore_index=True) if frames else analysis.schema.empty()
 
-    new = rows([{path[merge.by]: prefix_range(p)} for p in scope.prefixes])
+    new = rows(_ranges(path[merge.by], scope.prefixes, shape))
     before = []
     for name in merge.before_by:
         values = sorted(set(new[name].dropna()))
-        before.append(rows([{path[name]: {"$in": values[i:i + IN_CHUNK]}} for i in range(0, len(values), IN_CHUNK)]))
+        size = shape.in_values or max(len(values), 1)  # values per $in: as the server answers best
+        before.append(rows([{path[name]: {"$in": values[i:i + size]}} for i in range(0, len(values), size)]))
     before = pd.concat(before, ignore_index=True) if before else analysis.schema.empty()
     if len(before):  # the new files' own rows are not "before"
         mine = before[merge.by].astype("object").str.slice(0, len(scope.prefixes[0])).isin(scope.prefixes)
@@ -257,7 +266,7 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, output
         coll = client[db_name][analysis.output]
         with db_errors(f"publishing {db_name}.{analysis.output}", uri=uri):
             docs = documents(frame, analysis.output_id, run_id)
-            # as the whole publish builds them (none led by a float on SecantusDB, whose index keys
+            # as the whole publish builds them (none led by a float where the server's index keys
             # lose the order of numbers; one an earlier run left dropped), before the rows: no index
             # is built inside a transaction
             ensure_exact_indexes(coll.database, {analysis.output: analysis.indexes})
@@ -266,9 +275,8 @@ def publish_changes(uri: str, db_name: str, analysis, frame, run_id: str, output
                 for start in range(0, len(docs), 1000):
                     coll.bulk_write([ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs[start:start + 1000]],
                                     ordered=False, session=session)  # fmt: skip
-                for prefix in scope.prefixes:  # one seek each: an $or of ranges is a scan on SecantusDB
-                    coll.delete_many({analysis.group_key: prefix_range(prefix), "run_id": {"$ne": run_id}},
-                                     session=session)
+                for query in _ranges(analysis.group_key, scope.prefixes, traits(coll.database)):
+                    coll.delete_many({**query, "run_id": {"$ne": run_id}}, session=session)
 
             if server_of(coll.database).topology == "standalone" or len(docs) > MAX_ATOMIC_ROWS:
                 log.warning("%s.%s: the changed rows are written in batches, not in one transaction (%s): a "

@@ -9,7 +9,7 @@ Two checks keep a Parquet file from quietly disagreeing with the collection it m
   another home, or a caller's own folder, may have published since); any other is recomputed
   whole, and the run says why;
 * **after publishing it** (:func:`check_published`, by the whole publish and the incremental one):
-  the file's ids against the collection's, read as ``_id`` alone in raw batches (no count: SecantusDB
+  the file's ids against the collection's, read as ``_id`` alone in raw batches (no count: the embedded server
   counts by scanning; no ``$in``: its cost grows with the list).  The same number of rows and the same
   ids, or :class:`ingest.errors.AnalysisError`, one line with both counts: the new file is then set
   aside (``<name>.mismatch``) and the old one removed, so no file disagrees quietly and the next

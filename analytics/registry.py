@@ -191,7 +191,7 @@ class Analysis:
         indexes = tuple(tuple((f, int(d)) for f, d in ix) for ix in self.indexes)
         if self.file_prefix is not None and self.group_key and not any(ix[0][0] == self.group_key for ix in indexes):
             # the changed publish removes a vanished group's rows by its key's range: an index seek
-            # (SecantusDB scans a range of _id, and an $or of ranges whatever the field)
+            # (the embedded server scans a range of _id, and an $or of ranges whatever the field)
             indexes += (((self.group_key, 1),),)
         object.__setattr__(self, "indexes", indexes)
         for ix in self.indexes:

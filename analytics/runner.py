@@ -26,7 +26,7 @@ For an :class:`analytics.registry.Analysis` the runner
    Dask task each before the combine;
 4. publishes the output as a whole: the documents go to a temporary collection
    that is then renamed over the target with ``dropTarget=True`` (atomic for
-   readers; SecantusDB 0.7 supports it), and the Parquet file is written to a
+   readers; the embedded server supports it), and the Parquet file is written to a
    temporary name in the database's outputs folder (:mod:`ingest.store.outputs`, or a
    folder the caller names), checked against the collection (its rows' ids;
    :mod:`analytics.published`) and renamed over the old one.  Missing values
@@ -64,9 +64,10 @@ from analytics.reading.streaming import chunk_frame, read_chunks
 from analytics.registry import Analysis, output_table, select_analyses
 from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
-from ingest.store.indexes import exact_indexes, server_of
+from ingest.store.indexes import exact_indexes
 from ingest.store.mongo import db_errors, shared_client
 from ingest.store.outputs import Outputs, as_outputs
+from ingest.store.servers import traits
 
 __all__ = ["AnalysisResult", "analyze", "run_analysis", "apply_partition", "stream_chunks", "output_documents"]
 log = logging.getLogger(__name__)
@@ -347,11 +348,11 @@ def _publish(uri: str, db_name: str, analysis: Analysis, frame, run_id: str, out
             # none on a float where the server's index keys lose the order of numbers: every
             # client's answers stay exact.  One command: the server reads the documents once.
             build = [IndexModel(list(keys)) for keys in exact_indexes(db, target, analysis.indexes)[0]]
-            # MongoDB renames by changing a name, so the output appears with its indexes.  SecantusDB
-            # copies every row and index entry (20,000 rows with four indexes: 2.1 s, 0.8 s without
-            # indexes; building them 1.5 s either way, issue 40): there the rows are renamed bare and
-            # indexed in place, a reader meanwhile getting the same answers, only slower.
-            after = bool(build) and server_of(db).kind == "SecantusDB"
+            # MongoDB renames by changing a name, so the output appears with its indexes.  A server
+            # whose rename copies every row and index entry (ingest.store.servers.Traits) gets the
+            # rows renamed bare and indexed in place, a reader meanwhile getting the same answers,
+            # only slower.
+            after = bool(build) and traits(db).renames_by_copying
             if build and not after:
                 db[tmp_coll].create_indexes(build)
             client.admin.command("renameCollection", f"{db_name}.{tmp_coll}",

@@ -26,6 +26,7 @@ from ingest.pipeline import Cluster
 from ingest.server.connection import Connection, log_to_stderr
 from ingest.store.mongo import db_errors
 from ingest.store.outputs import outputs_of
+from ingest.store.servers import traits
 from ingest.timing import Timings, utcnow
 
 
@@ -132,9 +133,10 @@ def validate_step(conn: Connection, timings: Timings, settings: Settings, *, clu
 
 _log = logging.getLogger(__name__)
 
-#: The longest the count that decides small work may take (ms).  MongoDB answers from metadata at
-#: once; SecantusDB counts by scanning (about 8 µs a document on the build machine: 0.5 s for
-#: 60,000), so a count that takes longer is of more documents than small work holds.
+#: The longest the count that decides small work may take (ms), where the server counts by reading
+#: every document (:class:`ingest.store.servers.Traits`: about 8 µs a document on the build machine,
+#: 0.5 s for 60,000), so a count that takes longer is of more documents than small work holds.
+#: MongoDB answers from metadata at once, and is asked without a budget.
 COUNT_BUDGET_MS = 1500
 
 
@@ -148,6 +150,7 @@ def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, co
     files' documents, as the ledger counts them)."""
     if cluster is None or cluster.started or settings.dask_scheduler or settings.small_work <= 0:
         return None
+    budgeted = traits(conn.db).counts_scan
     deadline = time.monotonic() + COUNT_BUDGET_MS / 1000
     total = documents
     if total > settings.small_work:
@@ -156,7 +159,7 @@ def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, co
         left_ms = int((deadline - time.monotonic()) * 1000)
         try:
             with db_errors(f"counting the documents of {name}", uri=conn.uri):
-                total += conn.db[name].estimated_document_count(maxTimeMS=max(left_ms, 1))
+                total += conn.db[name].estimated_document_count(**({"maxTimeMS": max(left_ms, 1)} if budgeted else {}))
         except TimeLimitExceeded:
             _log.info("counting %s took over %d ms: not small work", name, COUNT_BUDGET_MS)
             return None

@@ -8,7 +8,7 @@ imported inside the task functions, at run time, never at parse time.
 
 Where the data goes: ``MONGODB_URI`` if set, else the Airflow connection
 ``mongo_default`` (e.g. ``AIRFLOW_CONN_MONGO_DEFAULT=mongo://mongos:27017/``),
-else the embedded SecantusDB server (see ``ingest.airflow.support``).
+else the embedded server (see ``ingest.airflow.support``).
 
 Ad-hoc loads / backfills: trigger with conf ``{"paths": ["/data/x.m10", ...]}``
 (files or directories); an empty list loads the bundled samples.

@@ -2,7 +2,7 @@
 
 Resolution order for the MongoDB URI: explicit argument (``--mongo-uri``) >
 ``MONGODB_URI`` environment variable > (inside Airflow) the ``mongo_default``
-connection > none, which means "start the embedded SecantusDB server" -- unless the
+connection > none, which means "start the embedded server" -- unless the
 embedded server is forbidden (``--no-embedded``, ``SCI_INGEST_NO_EMBEDDED=1``; in Airflow
 also the Variable ``sci_ingest_no_embedded``): then no URI is an error, at once.
 """
@@ -284,7 +284,7 @@ class Choice:
 
 
 class Size:
-    """A size in megabytes or gigabytes as SecantusDB takes it (``256M``, ``1G``), at least ``least_mb``."""
+    """A size in megabytes or gigabytes as the embedded server takes it (``256M``, ``1G``), at least ``least_mb``."""
 
     def __init__(self, least_mb: int = 1):
         self.least_mb = least_mb

@@ -24,7 +24,7 @@ meaning and unit as field metadata) and what ``sci-ingest query OUTPUT
 --fields-list``, the manual (docs/) and the HTML report say of each column all derive
 from it.
 
-Why not pymongoarrow alone: 1.15 works against SecantusDB for well-typed
+Why not pymongoarrow alone: 1.15 works against the embedded server for well-typed
 documents, but (a) it aborts a whole batch on a single value of an unexpected
 BSON type, which the evolving Materials Project schema makes likely; (b) it
 silently truncates doubles stored in an ``int64`` column (2.5 -> 2); and (c) it

@@ -184,6 +184,21 @@ def test_the_parts_of_ingest_import_each_other_one_way():
     assert not circles, "\n".join(circles)
 
 
+#: Where the embedded server's engine may be named: the server's own package, the store (its traits and
+#: the differences probed: ingest/store/servers.py, ingest/store/differences.py), the command line (its
+#: messages) and the benchmarks that measure it.
+ENGINE_NAMED_IN = ("ingest/server/", "ingest/store/", "ingest/cli/", "analytics/bench/")
+
+
+def test_only_the_server_and_its_description_name_the_embedded_engine():
+    """Everything else asks the server's description (ingest.store.servers.traits) what to do, and
+    names the embedded server as such."""
+    named = [str(path.relative_to(REPO)) for path in project_modules().values()
+             if not str(path.relative_to(REPO)).startswith(ENGINE_NAMED_IN)
+             and "secantus" in path.read_text().lower()]
+    assert named == [], named
+
+
 def test_the_plugins_registered_sit_above_ingest():
     """The registration point runs upward only: what `ingest` loads through its entry points lives
     in `analytics` (so the inversion hides no import from `ingest` into itself)."""

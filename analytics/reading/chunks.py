@@ -10,7 +10,7 @@ query to the one shard that holds it instead of scattering every range query
 to all shards, and every group of the shard-key field stays in one partition
 (equal values hash alike).  :func:`plan_chunk_partitions` orders the
 partitions round-robin across shards, so that the first tasks Dask runs keep
-every shard busy.  Elsewhere (a replica set, a standalone, SecantusDB, a
+every shard busy.  Elsewhere (a replica set, a standalone, the embedded server, a
 collection not sharded on a hashed key) :func:`chunk_table` answers None and
 the reader plans as before (:mod:`analytics.reading.planning`).
 """

@@ -21,7 +21,7 @@ Three steps, each usable alone:
 
 Whether ranges pay at all is the server's business: :mod:`analytics.reading.planning`
 asks it by ``explain`` and reads the source as one stream when it cannot seek
-or sample the key cheaply (SecantusDB).
+or sample the key cheaply (the embedded server).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Two ways of reading a source, chosen per analysis by :func:`plan_reads`:
     (:mod:`analytics.reading.streaming`).  Chunks are cut where the group key changes;
     the stream is sorted on it only when the analysis cannot mend a group
     split between chunks (``sort_groups``).  This is what a server gets that
-    answers ``$sample`` with a collection scan -- SecantusDB materialises the
+    answers ``$sample`` with a collection scan -- the embedded server materialises the
     whole collection for a ``$sample``, a ``count`` or a sorted ``limit(1)``,
     so any split-point planning would cost a full read before the read -- or
     that cannot seek the range (a range combined with the analysis's filter is
@@ -53,8 +53,8 @@ from ingest.config import SETTINGS, Choice, setting
 from ingest.errors import ConfigError
 from ingest.schema import Column, Schema
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
-from ingest.store.indexes import server_of
 from ingest.store.mongo import db_errors, shared_client
+from ingest.store.servers import server_of, traits
 
 __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "READ_MODES", "DEFAULT_CHUNK_ROWS",
            "default_partitions", "MIN_ROWS_PER_PARTITION", "MAX_ROWS_PER_PARTITION", "whole_documents",
@@ -72,7 +72,7 @@ MAX_ROWS_PER_PARTITION = 200_000
 #: The size of the ``$sample`` asked for in the explain probe (well under 5 % of a large collection).
 PROBE_SAMPLE = 1_000
 
-#: A stream from SecantusDB asks for whole documents, not a projection, when the stored documents of
+#: A stream from a server that projects in Python asks for whole documents, not a projection, when the stored documents of
 #: the source weigh at most this many bytes on average (see :func:`whole_documents`).
 WHOLE_DOCUMENT_BYTES = 2048
 
@@ -168,19 +168,18 @@ def probe(db, collection: str, key: str, query: dict | None = None) -> Capabilit
 def whole_documents(db, collection: str) -> tuple[bool, str]:
     """Whether a stream of ``collection`` should ask for whole documents, and why.
 
-    SecantusDB applies a projection in Python, document by document: on the benchmark's
-    search hits (about 1.2 kB a document) it is a fifth to a quarter of the read's server
-    time, while sending the whole document costs bytes, which its encoder and the client's
-    screen (:meth:`ingest.query.arrow.Converter.clean`) handle at C speed.  Small documents
-    are read whole there; large ones (a Materials Project task is tens of kB) through the
-    projection.  What the stored documents weigh is measured (:func:`document_weight`), not
+    A server that applies a projection in Python, document by document
+    (:class:`ingest.store.servers.Traits`): on the benchmark's search hits (about 1.2 kB a document)
+    it is a fifth to a quarter of the read's server time there, while sending the whole document
+    costs bytes, which its encoder and the client's screen
+    (:meth:`ingest.query.arrow.Converter.clean`) handle at C speed.  Small documents are read whole
+    there; large ones (a Materials Project task is tens of kB) through the projection.  What the stored documents weigh is measured (:func:`document_weight`), not
     guessed from the input files (a gzip-compressed file is a fifth of its documents, a JSON
     line two thirds of its BSON).  Documents loaded some other way (no ledger entry) are
     projected.  MongoDB projects in C++ and is always sent the projection.
     """
-    server = server_of(db)
-    if server.kind != "SecantusDB":
-        return False, f"projected ({server.kind} projects on the server)"
+    if not traits(db).projects_in_python:
+        return False, f"projected ({server_of(db).kind} projects on the server)"
     measured = document_weight(db, collection)
     if measured is None:
         return False, "projected (no loaded file on record wrote into it)"
@@ -188,7 +187,7 @@ def whole_documents(db, collection: str) -> tuple[bool, str]:
     sample = f"{per_doc:,.0f} bytes a stored document, over {documents:,} measured"
     if per_doc > WHOLE_DOCUMENT_BYTES:
         return False, f"projected ({sample}, over {WHOLE_DOCUMENT_BYTES:,})"
-    return True, f"whole documents (SecantusDB projects in Python; {sample}, at most {WHOLE_DOCUMENT_BYTES:,})"
+    return True, f"whole documents ({server_of(db).kind} projects in Python; {sample}, at most {WHOLE_DOCUMENT_BYTES:,})"
 
 
 #: How many loaded files' documents, and how many of each, :func:`stored_bytes_per_document` measures.
@@ -235,7 +234,7 @@ def stored_bytes_per_document(db, collection: str, contents: list[str] | None = 
     """(BSON bytes per stored document, documents measured) over up to :data:`SAMPLE_DOCUMENTS`
     documents of each of :data:`SAMPLE_FILES` loaded files that wrote into ``collection``, the
     files with the fewest such documents first, each file's found by an index on its content (a
-    hit's search id prefix, a search's ``source.sha256``, a record's ``_source.sha256``: SecantusDB
+    hit's search id prefix, a search's ``source.sha256``, a record's ``_source.sha256``: the embedded server
     scans for a range of ``_id`` and sends a result only once it has all of it); None when no
     loaded file wrote into it, or its documents cannot be found that way.  ``contents``: the files
     to measure (default: from the ledger)."""

@@ -14,7 +14,7 @@ the spec is ``sorted`` the query is sorted on the group path, so the documents
 of one group always travel together; unsorted, a group whose documents are not
 contiguous in the server's natural order can reach several chunks, and the
 reader of the stream must mend it (:func:`analytics.runner` re-reads such
-groups whole).  Sorting is not free: SecantusDB builds the whole sorted result
+groups whole).  Sorting is not free: the embedded server builds the whole sorted result
 before the first batch (a 10x ``hits`` read took 61 s sorted, 48 s unsorted).
 """
 

@@ -220,7 +220,7 @@ def _smallest_first(db, specs: list[SuiteSpec]) -> list[SuiteSpec]:
 
     The workers check a suite's chunks while the server reads the next suite,
     and a server may answer a large query only once it has all of it
-    (SecantusDB materialises the result first): reading the small suites first
+    (the embedded server materialises the result first): reading the small suites first
     keeps the workers busy while the large one is read, instead of leaving all
     their work for after it.  A suite never run keeps its place among the first.
     The report keeps the declared order.

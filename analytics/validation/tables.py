@@ -27,7 +27,7 @@ are stored, reported and gated like them, in a suite of their own, ``tables``):
   with the documents that have them, vanished ones named (``warning``).  The first check records
   the set.
 
-Costs on SecantusDB: a count and a ``distinct`` are scans (about 1-2 s for 220,000 hits); the
+Costs on the embedded server: a count and a ``distinct`` are scans (about 1-2 s for 220,000 hits); the
 suite follows changes like the others (no file loaded since its verdict: the verdict stands).
 """
 

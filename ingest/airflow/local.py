@@ -16,7 +16,7 @@ each its own process, until Ctrl-C.  Everything stays on this machine:
   disk anyway;
 * the pool ``sci_ingest_load`` (2 slots) that bounds ``sci_ingest_backfill``'s batches;
 * MongoDB: ``--mongo-uri`` / ``$MONGODB_URI`` if given, else the home's embedded
-  SecantusDB server, started once (as ``sci-ingest server start`` does) and handed to
+  server, started once (as ``sci-ingest server start`` does) and handed to
   every task as the ``mongo_default`` connection (``AIRFLOW_CONN_MONGO_DEFAULT``).
 
 The virtualenv's ``bin`` goes first on ``PATH`` (Airflow starts its own commands by name).
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ingest.config import DAGS_DIR, require_uri
 from ingest.errors import ConfigError
 from ingest.server.access import load_credentials, with_credentials
-from ingest.server.embedded import start_background
+from ingest.server.embedded import ENGINE, start_background
 
 __all__ = ["airflow_env", "run_local", "admin_password", "COMPONENTS"]
 
@@ -106,7 +106,7 @@ def admin_password(state_dir: Path, timeout: float = 0.0) -> str | None:
 def _embedded_uri(settings, log) -> str:
     require_uri(settings)
     state = start_background(settings.state_dir)
-    log(f"MongoDB: the embedded SecantusDB server, pid {state['pid']}, {state['uri']} "
+    log(f"MongoDB: the embedded {ENGINE} server, pid {state['pid']}, {state['uri']} "
         "(`sci-ingest server stop` stops it)")
     return with_credentials(state["uri"], load_credentials(settings.state_dir))
 

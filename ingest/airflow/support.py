@@ -8,7 +8,7 @@ without Airflow installed.
 * :func:`resolve_mongo_uri` -- where MongoDB is: ``MONGODB_URI`` first, then
   the Airflow connection ``mongo_default`` (only when running under Airflow,
   unless asked), else ``None`` (the pipeline then starts or reuses the
-  embedded SecantusDB server) -- or, with the Variable ``sci_ingest_no_embedded``
+  embedded server) -- or, with the Variable ``sci_ingest_no_embedded``
   on, a failure at once naming what to configure.
 * :func:`uri_from_connection` -- a MongoDB URI from an Airflow connection,
   built the way :class:`airflow.providers.mongo.hooks.mongo.MongoHook` builds
@@ -109,7 +109,7 @@ def resolve_mongo_uri(conn_id: str = DEFAULT_CONN_ID, *, use_airflow: bool | Non
        in the UI/CLI or as ``AIRFLOW_CONN_MONGO_DEFAULT='mongo://host:27017/?directConnection=true'``
        -- note the connection type is ``mongo``, not ``mongodb``), if defined;
     3. ``None``: no external database configured -- the pipeline starts or
-       reuses the embedded SecantusDB server; unless the Variable ``sci_ingest_no_embedded``
+       reuses the embedded server; unless the Variable ``sci_ingest_no_embedded``
        is on: then the task fails at once (no retries) naming what to configure.
 
     ``use_airflow``: whether to consult Airflow at step 2.  ``None`` (default)

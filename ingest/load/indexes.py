@@ -19,7 +19,7 @@ after a load instead of during it saved about a third of the time.  So:
   are dropped before a bulk load and built again after it; ``--keep-indexes``
   overrides the rule.
 
-The documents held are never counted (SecantusDB counts by reading every document, and answers
+The documents held are never counted (a server may count by reading every document, and answers
 even ``find_one`` or a ``limit(1)`` only after reading the whole collection: 1.3 s and 3.6 s on
 250,000 hits, docs/loading.md): each load adds what it inserted to a tally in ``ingest_meta``
 (:func:`documents_held` reads one document, :func:`add_written` writes one per load).  A database
@@ -28,7 +28,7 @@ It is an upper estimate: the documents of a replaced file's old content are not 
 record that several files hold is counted for each.
 
 Building the indexes is a timed stage of its own (``index``).  On a server whose index keys
-lose the order of numbers beyond 1e±128 (SecantusDB, probed), no index holds a float field
+lose the order of numbers beyond 1e±128 (probed: ingest.store.indexes), no index holds a float field
 (:func:`ingest.store.indexes.exact_indexes`): every client's answers equal a collection scan's.
 """
 

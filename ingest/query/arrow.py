@@ -9,7 +9,7 @@ An export's columns are curated fields (:mod:`ingest.store.curated`): a name, a 
 * the **flattening** of that shape to one column per field, in Arrow (``list_element`` /
   ``struct_field``: ``hsps.0.evalue`` is the first struct's ``evalue``).  Measured against
   the alternative, an aggregation ``$project`` with ``$arrayElemAt`` that makes the server
-  flatten: 59.6 s for 200,000 hits on SecantusDB against 13 s for the ``find``;
+  flatten: 59.6 s for 200,000 hits on the embedded server against 13 s for the ``find``;
 * the **type rules** of each kind (:data:`ACCEPTS`).  A field may be missing or null; a
   ``float64`` takes BSON doubles and integers (an int64 only within ±2⁵³, where a double
   holds it exactly), an ``int64`` only integers (a double, even 2.0, is not an int), a

@@ -17,10 +17,10 @@
 =================================  ==========================================
 
 A plain document rather than nested ``$and`` keeps the filter in the shape query planners
-match to compound indexes (SecantusDB uses an index only for such documents).
+match to compound indexes (the embedded server uses an index only for such documents).
 
 :func:`evaluate` decides the same tree on a Python document as MongoDB decides the
-filter (the rules mongod 8.2 follows, as SecantusDB measured and wrote them down): a
+filter (the rules mongod 8.2 follows, as the embedded server's authors measured and wrote them down): a
 path that meets a list looks into its element documents (and, for a numeric part, takes
 the element at that index too); a value matches when it, or any element of a list
 value, does; comparisons hold only between values of one type bracket (numbers with

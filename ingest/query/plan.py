@@ -3,7 +3,7 @@
 * :func:`explain` runs ``explain`` (``executionStats``) and reads the winning plan
   whatever its shape: MongoDB's classic tree (``FETCH`` over ``IXSCAN``), its
   slot-based engine (``winningPlan.queryPlan``), the express path (``EXPRESS_IXSCAN``,
-  ``IDHACK``), a sharded cluster (``winningPlan.shards[*]``) and SecantusDB's
+  ``IDHACK``), a sharded cluster (``winningPlan.shards[*]``) and the embedded server's
   (which mimics the classic tree): :class:`Plan` names the index used or ``COLLSCAN``,
   and says how many documents and index keys were examined and how many returned.
 * :func:`scan_warning`: a query that no index serves (a ``COLLSCAN``) on a collection of

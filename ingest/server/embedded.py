@@ -41,6 +41,8 @@ from ingest.server.state import START_LOCK, private_file, recorded, starting, st
 from ingest.store.space import own_disk_full, refuse_if_full, short_of_space
 
 EXECUTABLE = "secantusd-py"
+#: What the embedded server is, as messages name it.
+ENGINE = "SecantusDB"
 
 #: The WiredTiger cache of the embedded server, e.g. ``256M`` or ``1G`` (docs/embedded-server.md, "Memory").
 CACHE_ENV = "SCI_INGEST_SERVER_CACHE"

@@ -18,7 +18,7 @@ field; named here too, for the loader).
 :func:`inspect` reads what a cluster is (through ``mongos``: version, shards,
 each collection's state and zones); :func:`plan_commands` turns that into the
 exact command documents; :func:`shard` sends them, refusing up-front on a
-server that is not a ``mongos`` (the embedded SecantusDB) and per collection
+server that is not a ``mongos`` (the embedded server) and per collection
 when one is sharded on another key, or holds documents where MongoDB would
 pre-split only an empty collection.  Version rules (MongoDB's manual and
 ``initial_split_policy.cpp``): ``enableSharding`` is needed before 6.0; an

@@ -31,9 +31,9 @@ from ingest.errors import UnsupportedFeature
 from ingest.store.curated import UnknownCollection, all_curated, get, index_name
 from ingest.store.differences import FLOAT_INDEX, probe
 from ingest.store.mongo import db_errors
-from ingest.store.servers import describe, drop_indexes, ensure_indexes
+from ingest.store.servers import drop_indexes, ensure_indexes, server_of
 
-__all__ = ["numeric_keys_exact", "server_of", "exact_indexes", "ensure_exact_indexes", "withheld_note",
+__all__ = ["numeric_keys_exact", "exact_indexes", "ensure_exact_indexes", "withheld_note",
            "index_state", "present_indexes", "build_indexes"]
 
 
@@ -47,17 +47,6 @@ def numeric_keys_exact(db, info) -> bool:
 
 
 # ------------------------------------------------------------------ indexes that answer exactly
-_DESCRIBED: dict[int, object] = {}
-
-
-def server_of(db):
-    """The server behind ``db`` (:func:`ingest.store.servers.describe`, asked once per client)."""
-    key = id(db.client)
-    if key not in _DESCRIBED:
-        _DESCRIBED[key] = describe(db.client)
-    return _DESCRIBED[key]
-
-
 def _float_paths(collection: str) -> set[str]:
     """The document paths of ``collection`` declared to hold floats (curated fields, output columns)."""
     try:

@@ -38,12 +38,10 @@ from ingest.fileio import open_regular
 from ingest.store.catalog import LEDGER
 from ingest.store.mongo import durable
 from ingest.store.retry import Retry
+from ingest.store.servers import Traits, traits
 
 #: Fields the planner reads to decide, per file, whether it must be loaded.
 PLAN_FIELDS = {"status": 1, "size": 1, "mtime": 1, "sha256": 1, "records": 1, "format": 1, "run_id": 1}
-#: Paths per ``$in`` query: the embedded server's cost per element grows with the list (measured on
-#: a ledger of 2,000 entries: 0.11 ms per element at 50, 0.16 at 100, 1 ms at 1,000, 4.4 at 5,000).
-_LOOKUP_CHUNK = 50
 #: Contents remembered per path in ``previous`` (the groups of a replaced content are recomputed
 #: from it; a path replaced more often between two analyses is rare, and the oldest go first).
 PREVIOUS_KEPT = 32
@@ -60,19 +58,26 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
 class Ledger:
     """Reads and writes of ``ingest_files``, each through the retry policy."""
 
-    def __init__(self, db, retry: Retry | None = None):
+    def __init__(self, db, retry: Retry | None = None, shape: Traits | None = None):
         self.coll = db[LEDGER]
         self.retry = retry or Retry(0)
+        self._shape = shape  # how lists are asked for (ingest.store.servers.traits; asked once, when first needed)
+
+    def _chunks(self, values: list) -> list[list]:
+        """``values`` in the ``$in`` lists the server answers best (one list on MongoDB)."""
+        if self._shape is None:
+            self._shape = self.retry("asking the server what it is", traits, self.coll.database)
+        size = self._shape.in_values or max(len(values), 1)
+        return [values[start:start + size] for start in range(0, len(values), size)]
 
     def get(self, key: str) -> dict | None:
         return self.retry("reading the ledger", self.coll.find_one, {"_id": key})
 
     def lookup(self, keys: list[str], fields: dict | None = None) -> dict[str, dict]:
-        """The entries of many paths, in few round trips: {path: entry} (``$in`` in chunks of
-        50: linear in the paths asked for, whatever the ledger's size)."""
+        """The entries of many paths, in few round trips: {path: entry} (``$in`` lists as the server
+        answers them best: linear in the paths asked for, whatever the ledger's size)."""
         found: dict[str, dict] = {}
-        for start in range(0, len(keys), _LOOKUP_CHUNK):
-            chunk = keys[start:start + _LOOKUP_CHUNK]
+        for chunk in self._chunks(keys):
             docs = self.retry("reading the ledger", lambda chunk=chunk: list(
                 self.coll.find({"_id": {"$in": chunk}}, fields or PLAN_FIELDS)))
             found.update((d["_id"], d) for d in docs)
@@ -97,8 +102,7 @@ class Ledger:
     def contents_loaded(self, shas: list[str]) -> set[str]:
         """Which of ``shas`` some path is loaded with."""
         found: set[str] = set()
-        for start in range(0, len(shas), _LOOKUP_CHUNK):
-            chunk = shas[start:start + _LOOKUP_CHUNK]
+        for chunk in self._chunks(shas):
             found.update(d["sha256"] for d in self.retry("reading the ledger", lambda chunk=chunk: list(self.coll.find(
                 {"sha256": {"$in": chunk}, "status": "loaded"}, {"sha256": 1, "_id": 0}))))
         return found
@@ -149,7 +153,6 @@ class Ledger:
 
     def stamp(self, keys: list[str]) -> None:
         """Set ``changed_at`` of entries written whole (a batch's inserts cannot take the server's clock)."""
-        for start in range(0, len(keys), _LOOKUP_CHUNK):
-            chunk = keys[start:start + _LOOKUP_CHUNK]
+        for chunk in self._chunks(keys):
             self.retry("stamping the ledger", self.coll.update_many, {"_id": {"$in": chunk}},
                        {"$currentDate": {"changed_at": True}})

@@ -1,5 +1,27 @@
 """What a server is and which indexes it has: its kind, version and topology (``hello``,
-``buildInfo``), and the catalog's indexes made or dropped (hashed shard-key ones where it can)."""
+``buildInfo``), what requests cost it (:class:`Traits`), and the catalog's indexes made or dropped
+(hashed shard-key ones where it can).
+
+:func:`server_of` asks a server what it is once per client, and :func:`traits` says how sci-ingest
+shapes its requests there.  The embedded SecantusDB answers what MongoDB answers (where it does
+not, :mod:`ingest.store.differences` probes it and says so), but some requests cost it far more,
+measured on the development machine:
+
+* ``$in``: its cost per element grows with the list (a ledger of 2,000 entries: 0.11 ms an
+  element at 50, 0.16 at 100, 1 ms at 1,000, 4.4 at 5,000), so lists go in chunks of 50;
+* an ``$or`` of ranges is a collection scan there, so each range is a query of its own;
+* a count reads every document (about 8 µs a document: 0.5 s for 60,000), so a count that only
+  decides how to work gets a time budget;
+* a projection is applied in Python, document by document (a fifth to a quarter of a read's
+  server time on search hits), so small documents are read whole;
+* ``renameCollection`` copies every row and index entry (20,000 rows with four indexes: 2.1 s,
+  0.8 s without; issue 40), so a published output is renamed bare and indexed in place.
+
+A MongoDB (standalone, replica set, mongos) gets the plain requests: one ``$in``, one ``$or``, its
+counts from metadata, its projections on the server.  The claims of the loader
+(:func:`ingest.store.mongo.claim`) are the one protocol on both: conditional updates on ``_id``
+(never ``$or`` nor findAndModify, which SecantusDB answers by a scan), exact on either.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +33,8 @@ from ingest.errors import UnsupportedFeature
 from ingest.store.catalog import INDEXES, SHARD_KEYS
 from ingest.store.mongo import _reason, db_errors
 
-__all__ = ["ServerInfo", "describe", "ensure_indexes", "drop_indexes", "ensure_hashed_indexes"]
+__all__ = ["ServerInfo", "Traits", "describe", "server_of", "traits", "ensure_indexes", "drop_indexes",
+           "ensure_hashed_indexes", "MONGODB", "SECANTUSDB"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,43 @@ def describe(mongo: pymongo.MongoClient) -> ServerInfo:
         set_name=hello.get("setName"),
         sharding=topology.startswith("sharded"),
     )
+
+
+_DESCRIBED: dict[int, ServerInfo] = {}
+
+
+def server_of(db) -> ServerInfo:
+    """The server behind ``db`` (:func:`describe`, asked once per client)."""
+    key = id(db.client)
+    if key not in _DESCRIBED:
+        _DESCRIBED[key] = describe(db.client)
+    return _DESCRIBED[key]
+
+
+@dataclass(frozen=True)
+class Traits:
+    """How requests are shaped for a server (the module docstring says why each)."""
+
+    #: values per ``$in`` query (None: one query, whatever the list's length)
+    in_values: int | None = None
+    #: whether an ``$or`` of ranges is answered through the index (else one query per range)
+    or_of_ranges: bool = True
+    #: whether counting reads every document (a count that decides how to work is then budgeted)
+    counts_scan: bool = False
+    #: whether the server projects in Python (small documents are then read whole)
+    projects_in_python: bool = False
+    #: whether renaming a collection copies it (an output is then renamed before it is indexed)
+    renames_by_copying: bool = False
+
+
+MONGODB = Traits()
+SECANTUSDB = Traits(in_values=50, or_of_ranges=False, counts_scan=True, projects_in_python=True,
+                    renames_by_copying=True)
+
+
+def traits(db) -> Traits:
+    """How sci-ingest shapes its requests for the server behind ``db`` (its kind, asked once)."""
+    return SECANTUSDB if server_of(db).kind == "SecantusDB" else MONGODB
 
 
 def ensure_indexes(db, indexes: dict[str, list] = INDEXES) -> int:
