@@ -46,6 +46,7 @@ def _preload() -> None:
     import dask.distributed  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
 
     import ingest.cli.common  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
+    import ingest.cli.querying  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.load.run  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.parsers.materials  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
     import ingest.parsers.pasta  # noqa: PLC0415,F401 - lazy: a preload: importing once is this process's purpose
