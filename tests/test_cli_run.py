@@ -45,7 +45,7 @@ def test_run_twice_json(mongo_uri, mongo_client, dbname, tmp_path):
     assert set(first["server"]) >= {"kind", "version", "topology"}
     stages = {s["stage"]: s for s in first["stages"]}
     for stage in first["stages"]:
-        assert {"stage", "records_in", "records_out", "seconds"} <= set(stage), stage
+        assert set(stage).issuperset({"stage", "records_in", "records_out", "seconds"}), stage
     for name in ("parse", "load", "analyze.best_hits", "analyze.oxide_formation_energy", "validate"):
         assert name in stages, list(stages)
         assert stages[name]["records_in"] > 0 and stages[name]["records_out"] > 0, stages[name]
@@ -109,11 +109,12 @@ def assert_timings_mean_what_they_say(db, run_id: str, before, after) -> None:
     assert {r["scope"] for r in rows} == {"run", "worker", "file"}
     naive = (before.replace(tzinfo=None), after.replace(tzinfo=None))  # BSON dates come back naive UTC
     for r in rows:
-        assert abs((r["ended"] - r["started"]).total_seconds() - r["seconds"]) < 0.001, r
+        assert r["seconds"] == pytest.approx((r["ended"] - r["started"]).total_seconds(), abs=1e-3), r
     run = {r["stage"]: r for r in rows if r["scope"] == "run"}
+    window = (naive[0] - dt.timedelta(seconds=1), naive[1])  # the command's own wall clock: an order, not a duration
     for r in run.values():
-        assert naive[0] - dt.timedelta(seconds=1) <= r["started"] <= r["ended"] <= naive[1], r
-    assert run["load"]["seconds"] <= (after - before).total_seconds()
+        assert window[0] <= r["started"] <= r["ended"] <= window[1], r
+    assert run["load"]["ended"] - run["load"]["started"] <= after - before  # the load inside the command
     assert run["parse"]["busy_seconds"] > 0 and run["load"]["started"] <= run["parse"]["started"]
     files = [r for r in rows if r["scope"] == "file" and r["stage"] == "load"]
     workers = [r for r in rows if r["scope"] == "worker" and r["stage"] == "load"]

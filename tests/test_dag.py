@@ -214,7 +214,7 @@ def test_dag_shape(dag_facts):
     assert tasks["validate"]["upstream"] == ["analyze"] and tasks["validate"]["downstream"] == []
     for task_id, info in tasks.items():
         assert info["retries"] >= 1, task_id
-        assert info["retry_delay_s"] > 0, task_id
+        assert 0 < info["retry_delay_s"], task_id  # a setting: retries wait
     assert dag_facts["schedule"] == "@daily"
     assert dag_facts["catchup"] is False
     assert dag_facts["max_active_runs"] == 1

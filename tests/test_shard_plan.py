@@ -28,6 +28,7 @@ BIN = Path(sys.executable).parent / "sci-ingest"
 
 
 def _random_ids(n: int, seed: int = 7) -> KeySample:
+    """Seeded: the placements and shares the tests bound are the same on every run (no chance involved)."""
     rng = random.Random(seed)
     keys = [f"mp-{rng.randrange(10**7)}" for _ in range(n)]
     return KeySample("materials", "_id", keys, [rng.randrange(500, 5000) for _ in keys], "test")
