@@ -173,10 +173,14 @@ def _merge_scope(analysis, pending: list[dict], files: str, state: dict, after: 
 
 
 def _ranges(field: str, prefixes, shape) -> list[dict]:
-    """The queries for the key ranges of ``prefixes`` on ``field``: one ``$or`` of them where the server
-    answers it through the index, else one query a range (ingest.store.servers.Traits)."""
+    """The queries for the key ranges of ``prefixes`` on ``field``: ``$or`` s of them where the server
+    answers one through the index (up to ``in_values`` ranges each), else one query a range
+    (ingest.store.servers.Traits)."""
     ranges = [{field: prefix_range(p)} for p in prefixes]
-    return [{"$or": ranges}] if shape.or_of_ranges and len(ranges) > 1 else ranges
+    if not shape.or_of_ranges:
+        return ranges
+    groups = [ranges[i:i + shape.in_values] for i in range(0, len(ranges), shape.in_values)]
+    return [group[0] if len(group) == 1 else {"$or": group} for group in groups]
 
 
 def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
@@ -202,7 +206,7 @@ def merge_new(analysis, uri: str, db_name: str, outputs: Outputs, scope: Scope):
     before = []
     for name in merge.before_by:
         values = sorted(set(new[name].dropna()))
-        size = shape.in_values or max(len(values), 1)  # values per $in: as the server answers best
+        size = shape.in_values  # values per $in: as the server answers best
         before.append(rows([{path[name]: {"$in": values[i:i + size]}} for i in range(0, len(values), size)]))
     before = pd.concat(before, ignore_index=True) if before else analysis.schema.empty()
     if len(before):  # the new files' own rows are not "before"

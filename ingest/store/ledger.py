@@ -64,10 +64,10 @@ class Ledger:
         self._shape = shape  # how lists are asked for (ingest.store.servers.traits; asked once, when first needed)
 
     def _chunks(self, values: list) -> list[list]:
-        """``values`` in the ``$in`` lists the server answers best (one list on MongoDB)."""
+        """``values`` in the ``$in`` lists the server answers best (ingest.store.servers.Traits)."""
         if self._shape is None:
             self._shape = self.retry("asking the server what it is", traits, self.coll.database)
-        size = self._shape.in_values or max(len(values), 1)
+        size = self._shape.in_values
         return [values[start:start + size] for start in range(0, len(values), size)]
 
     def get(self, key: str) -> dict | None:

@@ -17,8 +17,9 @@ measured on the development machine:
 * ``renameCollection`` copies every row and index entry (20,000 rows with four indexes: 2.1 s,
   0.8 s without; issue 40), so a published output is renamed bare and indexed in place.
 
-A MongoDB (standalone, replica set, mongos) gets the plain requests: one ``$in``, one ``$or``, its
-counts from metadata, its projections on the server.  The claims of the loader
+A MongoDB (standalone, replica set, mongos) gets the plain requests: ``$in`` lists and ``$or`` s of
+up to 2,000 values or ranges (a command is at most 16 MB of BSON, and a path up to 4 KB: 8 MB at
+most), its counts from metadata, its projections on the server.  The claims of the loader
 (:func:`ingest.store.mongo.claim`) are the one protocol on both: conditional updates on ``_id``
 (never ``$or`` nor findAndModify, which SecantusDB answers by a scan), exact on either.
 """
@@ -94,8 +95,8 @@ def server_of(db) -> ServerInfo:
 class Traits:
     """How requests are shaped for a server (the module docstring says why each)."""
 
-    #: values per ``$in`` query (None: one query, whatever the list's length)
-    in_values: int | None = None
+    #: values per ``$in`` query, ranges per ``$or`` (a command's BSON is bounded: 16 MB)
+    in_values: int = 2000
     #: whether an ``$or`` of ranges is answered through the index (else one query per range)
     or_of_ranges: bool = True
     #: whether counting reads every document (a count that decides how to work is then budgeted)
