@@ -26,7 +26,7 @@ from ingest.pipeline import Cluster
 from ingest.server.connection import Connection, log_to_stderr
 from ingest.store.mongo import db_errors
 from ingest.store.outputs import outputs_of
-from ingest.store.servers import traits
+from ingest.store.servers import traits_of
 from ingest.timing import Timings, utcnow
 
 
@@ -150,7 +150,7 @@ def small_work(conn: Connection, settings: Settings, cluster: Cluster | None, co
     files' documents, as the ledger counts them)."""
     if cluster is None or cluster.started or settings.dask_scheduler or settings.small_work <= 0:
         return None
-    budgeted = traits(conn.db).counts_scan
+    budgeted = traits_of(conn.info).counts_scan  # described when it connected: no second hello
     deadline = time.monotonic() + COUNT_BUDGET_MS / 1000
     total = documents
     if total > settings.small_work:

@@ -17,7 +17,7 @@ DOCS = 20_000
 
 
 def _decide(db, uri, threshold):
-    conn = SimpleNamespace(db=db, uri=uri)
+    conn = SimpleNamespace(db=db, uri=uri, info=describe(db.client))  # as a Connection has it
     settings = SimpleNamespace(small_work=threshold, dask_scheduler=None)
     return steps.small_work(conn, settings, SimpleNamespace(started=False), {"big", "small"})
 

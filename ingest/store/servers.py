@@ -34,7 +34,7 @@ from ingest.errors import UnsupportedFeature
 from ingest.store.catalog import INDEXES, SHARD_KEYS
 from ingest.store.mongo import _reason, db_errors
 
-__all__ = ["ServerInfo", "Traits", "describe", "server_of", "traits", "ensure_indexes", "drop_indexes",
+__all__ = ["ServerInfo", "Traits", "describe", "server_of", "traits", "traits_of", "ensure_indexes", "drop_indexes",
            "ensure_hashed_indexes", "MONGODB", "SECANTUSDB"]
 
 
@@ -114,7 +114,12 @@ SECANTUSDB = Traits(in_values=50, or_of_ranges=False, counts_scan=True, projects
 
 def traits(db) -> Traits:
     """How sci-ingest shapes its requests for the server behind ``db`` (its kind, asked once)."""
-    return SECANTUSDB if server_of(db).kind == "SecantusDB" else MONGODB
+    return traits_of(server_of(db))
+
+
+def traits_of(info: ServerInfo) -> Traits:
+    """The traits of a server already described (a connection's ``info``)."""
+    return SECANTUSDB if info.kind == "SecantusDB" else MONGODB
 
 
 def ensure_indexes(db, indexes: dict[str, list] = INDEXES) -> int:
