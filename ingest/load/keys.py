@@ -38,7 +38,7 @@ import bson
 from pymongo import DeleteOne
 
 from ingest.documents import from_document
-from ingest.load.records import _document, _version, settle
+from ingest.load.records import document_of, settle, version_entry
 from ingest.parsers.materials import PLAIN_TYPES, TYPED_KINDS, classify
 from ingest.store.catalog import MATERIALS, META, VERSIONS
 from ingest.store.mongo import insert_new
@@ -119,7 +119,7 @@ def _old_versions(db, retry: Retry) -> list[tuple[dict, dict]]:
             meta = bson.decode(zlib.decompress(version["z"])).get("_ingest") or {}
             if meta.get("type") not in PLAIN_TYPES:
                 continue
-        doc = _document(version)
+        doc = document_of(version)
         if _new_key(doc) != key:
             out.append((version, doc))
     return out
@@ -130,7 +130,7 @@ def _rekey(db, retry: Retry) -> Rekeyed:
     # 1. a stored plain record under an old key keeps a version (insert only: never replaces one)
     stored = _stored_old(db, retry)
     if stored:
-        retry("writing ingest_versions", insert_new, db[VERSIONS], [_version(MATERIALS, doc) for doc in stored])
+        retry("writing ingest_versions", insert_new, db[VERSIONS], [version_entry(MATERIALS, doc) for doc in stored])
     # 2. each plain version under an old key (those of step 1 too) is written under its new key,
     #    then the old one goes
     olds: list[str] = []
@@ -144,7 +144,8 @@ def _rekey(db, retry: Retry) -> Rekeyed:
             new = _new_key(doc)
             doc["_id"] = new
             doc["_ingest"]["key"] = new
-            again.append({"_id": {**version["_id"], "k": new}, "o": version["o"], "z": _version(MATERIALS, doc)["z"]})
+            again.append({"_id": {**version["_id"], "k": new}, "o": version["o"],
+                          "z": version_entry(MATERIALS, doc)["z"]})
             olds.append(old)
             news.append(new)
             done.moved.setdefault(old, new)

@@ -69,13 +69,13 @@ def version_order(mtime_ns: int, sha256: str, path: str) -> str:
     return f"{stamp} {sha256[:16]} {path}"
 
 
-def _version(coll: str, doc: dict) -> dict:
+def version_entry(coll: str, doc: dict) -> dict:
     source = doc["_source"]
     return {"_id": {"c": coll, "k": doc["_id"], "s": source["sha256"]}, "o": source["order"],
             "z": compressed_bson(doc)}
 
 
-def _document(version: dict) -> dict:
+def document_of(version: dict) -> dict:
     return bson.decode(zlib.decompress(version["z"]))
 
 
@@ -97,7 +97,7 @@ def write_records(db, coll: str, docs: list[dict], retry: Retry) -> tuple[int, i
 
 def write_versions(db, coll: str, docs: list[dict], retry: Retry) -> None:
     """Keep each record's version of its content (before the record itself is written)."""
-    versions = [_version(coll, doc) for doc in docs]
+    versions = [version_entry(coll, doc) for doc in docs]
     _, again = retry(f"writing versions of {coll}", insert_new, db[VERSIONS], versions)
     if again:  # this content written before (a retry), or a key twice in one file: the later one
         # "_id.k" adds nothing to the match but lets the embedded server use its index: it scans the
@@ -175,9 +175,9 @@ def _settle_ops(db, coll: str, keys: list, retry: Retry) -> tuple[list, list]:
         if target is None:
             ops.append(DeleteOne({"_id": key, "_source.sha256": have}))
         elif key not in stored:
-            ops.append(InsertOne(_document(target)))
+            ops.append(InsertOne(document_of(target)))
         else:
-            doc = _document(target)
+            doc = document_of(target)
             ops.append(ReplaceOne({**key_filter(coll, doc), "_source.sha256": have}, doc))
     return ops, changed
 
