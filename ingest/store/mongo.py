@@ -270,7 +270,7 @@ def health(uri: str, timeout_ms: int = 500, *, storage: bool = True) -> tuple[di
             except OperationFailure as exc:
                 if exc.code != _INTERNAL_ERROR:
                     return hello, None
-                fault = _reason(exc)
+                fault = driver_reason(exc)
         return hello, fault
     except PyMongoError:
         return None, None
@@ -284,7 +284,7 @@ def redact(uri: str) -> str:
 
 
 # ------------------------------------------------------------------ errors
-def _reason(exc: PyMongoError) -> str:
+def driver_reason(exc: PyMongoError) -> str:
     """One readable line for a driver error."""
     if isinstance(exc, BulkWriteError):
         errors = exc.details.get("writeErrors") or exc.details.get("writeConcernErrors") or [{}]
@@ -313,30 +313,31 @@ def db_errors(what: str, *, uri: str | None = None, feature: str | None = None) 
         raise ConfigError(f"{what}: {exc}") from exc
     except ConnectionFailure as exc:
         where = f" at {redact(uri)}" if uri else ""
-        raise ServerUnavailable(f"{what}: cannot reach MongoDB{where}: {_reason(exc)}") from exc
+        raise ServerUnavailable(f"{what}: cannot reach MongoDB{where}: {driver_reason(exc)}") from exc
     except OperationFailure as exc:
         if exc.code in _UNSUPPORTED_CODES or (feature and exc.code == _CANNOT_CREATE_INDEX):
             about = f" {feature}" if feature else ""
-            raise UnsupportedFeature(f"{what}: the server does not support{about}: {_reason(exc)}") from exc
+            raise UnsupportedFeature(f"{what}: the server does not support{about}: {driver_reason(exc)}") from exc
         if exc.code == _MAX_TIME_EXPIRED:  # maxTimeMS, which the caller set
-            raise TimeLimitExceeded(f"{what}: {_reason(exc)}") from exc
+            raise TimeLimitExceeded(f"{what}: {driver_reason(exc)}") from exc
         if exc.code in (_UNAUTHORIZED, _AUTHENTICATION_FAILED):  # what the user lacks first (ingest.store.rights)
             used = [uri] if uri else servers_used()
             who = used[0] if len(used) == 1 else None
-            raise DatabaseError(lacking(_reason(exc), what, who, aside_client)) from exc
+            raise DatabaseError(lacking(driver_reason(exc), what, who, aside_client)) from exc
         full = _disk_full(exc, uri)
         if full is not None:  # SecantusDB's "internal server error" once its disk is full
             raise full from exc
-        raise DatabaseError(f"{what}: {_reason(exc)}") from exc
+        raise DatabaseError(f"{what}: {driver_reason(exc)}") from exc
     except PyMongoError as exc:
-        raise DatabaseError(f"{what}: {_reason(exc)}") from exc
+        raise DatabaseError(f"{what}: {driver_reason(exc)}") from exc
 
 
 def _disk_full(exc: OperationFailure, uri: str | None) -> DiskFull | None:
     """The full disk behind a server's error (:func:`ingest.store.space.server_disk_full`), or None;
     ``uri`` the server's, else each server this process used."""
     errors = (exc.details or {}).get("writeErrors") if isinstance(exc, BulkWriteError) else None
-    code, message = (errors[0].get("code"), str(errors[0].get("errmsg") or "")) if errors else (exc.code, _reason(exc))
+    code, message = ((errors[0].get("code"), str(errors[0].get("errmsg") or "")) if errors
+                     else (exc.code, driver_reason(exc)))
     if code not in (_INTERNAL_ERROR, _OUT_OF_DISK_SPACE) and "No space" not in message and "quota" not in message:
         return None
     for server in [uri] if uri else servers_used():

@@ -32,7 +32,7 @@ import pymongo
 
 from ingest.errors import UnsupportedFeature
 from ingest.store.catalog import INDEXES, SHARD_KEYS
-from ingest.store.mongo import _reason, db_errors
+from ingest.store.mongo import db_errors, driver_reason
 
 __all__ = ["ServerInfo", "Traits", "describe", "server_of", "traits", "traits_of", "ensure_indexes", "drop_indexes",
            "ensure_hashed_indexes", "MONGODB", "SECANTUSDB"]
@@ -161,7 +161,7 @@ def ensure_hashed_indexes(db) -> dict[str, str]:
             with db_errors(f"creating the hashed index on {coll}.{field}", feature="hashed indexes"):
                 db[coll].create_index([(field, "hashed")])
         except UnsupportedFeature as exc:
-            reason = _reason(exc.__cause__)
+            reason = driver_reason(exc.__cause__)
             raise UnsupportedFeature(
                 f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
                 "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"
