@@ -138,15 +138,15 @@ def _published_lines(ax, plot: Plot, points: list[dict], published) -> list[str]
     for pub in published:
         if pub.value is None or pub.metric not in plot.y:
             continue
-        label = f"{pub.figure}: {_fmt(pub.value)} {pub.unit} ({pub.what})".strip()
+        label = f"{pub.figure}: {format_value(pub.value)} {pub.unit} ({pub.what})".strip()
         if (lo <= 0 or pub.value >= lo / 5) and pub.value <= hi * 5:
             ax.axhline(pub.value, linestyle="--", linewidth=1, color="#888", label=label[:70])
         else:
-            off.append(f"{pub.figure} {_fmt(pub.value)} {pub.unit}".strip())
+            off.append(f"{pub.figure} {format_value(pub.value)} {pub.unit}".strip())
     return off
 
 
-def _fmt(v) -> str:
+def format_value(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -154,7 +154,7 @@ def _fmt(v) -> str:
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     if isinstance(v, dict):
-        return " ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+        return " ".join(f"{k}={format_value(x)}" for k, x in v.items())
     return str(v)
 
 
@@ -167,13 +167,13 @@ def _table(rows: list[list[str]]) -> str:
 
 def points_table(points: list[dict], columns: list[str] | None = None) -> str:
     cols = columns or point_columns(points)
-    return _table([cols] + [[_fmt(p.get(c)) for c in cols] for p in points]) if points else "(no points)"
+    return _table([cols] + [[format_value(p.get(c)) for c in cols] for p in points]) if points else "(no points)"
 
 
 def comparison_table(rows: list[dict]) -> str:
     if not rows:
         return "(the study publishes no figure for this experiment)"
     head = ["figure", "what", "published", "on", "ours", "at", "ours/published"]
-    body = [[r["figure"], r["what"], f"{_fmt(r['published'])} {r['unit']}".strip(), r["published_hardware"],
-             f"{_fmt(r['ours'])} {r['unit']}".strip(), _fmt(r["ours_at"]), _fmt(r["ratio"])] for r in rows]  # fmt: skip
+    body = [[r["figure"], r["what"], f"{format_value(r['published'])} {r['unit']}".strip(), r["published_hardware"],
+             f"{format_value(r['ours'])} {r['unit']}".strip(), format_value(r["ours_at"]), format_value(r["ratio"])] for r in rows]  # fmt: skip
     return _table([head] + body)

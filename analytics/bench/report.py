@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from analytics.bench import all_experiments
-from analytics.bench.output import _fmt, plot_png, point_columns
+from analytics.bench.output import format_value, plot_png, point_columns
 from analytics.bench.runner import stored_runs
 from analytics.report.page import CSS, esc, html_table, png_uri
 from ingest.server.connection import database
@@ -29,7 +29,7 @@ _e = esc  # every string from the database is text, never markup
 
 def _table(rows: list[dict], columns: list[str], text: frozenset = frozenset()) -> str:
     """An HTML table; the first column and those in ``text`` align left, numbers right."""
-    return html_table(rows, columns, text, fmt=_fmt)
+    return html_table(rows, columns, text, fmt=format_value)
 
 
 def _png_uri(run: dict, experiment) -> str | None:
@@ -51,8 +51,8 @@ def _comparison(rows: list[dict]) -> str:
     out = []
     for r in rows:
         out.append({"figure": r["figure"], "what": r["what"],
-                    "published": f"{_fmt(r['published'])} {r['unit']}".strip(), "on (study)": r["published_hardware"],
-                    "ours": f"{_fmt(r['ours'])} {r['unit']}".strip(), "ours at": _fmt(r.get("ours_at")),
+                    "published": f"{format_value(r['published'])} {r['unit']}".strip(), "on (study)": r["published_hardware"],
+                    "ours": f"{format_value(r['ours'])} {r['unit']}".strip(), "ours at": format_value(r.get("ours_at")),
                     "on (ours)": r["ours_hardware"], "ours / published": r.get("ratio"), "note": r.get("note") or ""})
     return _table(out, ["figure", "what", "published", "on (study)", "ours", "ours at", "on (ours)", "ours / published",
                         "note"], _TEXT)  # fmt: skip
