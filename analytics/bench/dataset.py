@@ -165,7 +165,8 @@ class BenchData:
 
     def search_documents(self, copy: int) -> tuple[list[dict], list[dict]]:
         """(searches, hits) documents of pasta copy ``copy``: new ids, the samples' content."""
-        searches, hits = [], []
+        searches: list[dict] = []
+        hits: list[dict] = []
         for sha, path, queries in self._pasta_queries():
             shifted = sha if copy == 0 else _sha256(f"{sha}:copy{copy}".encode())
             where = path if copy == 0 else f"{path}#copy{copy}"

@@ -48,7 +48,7 @@ class Latency:
 
     def summary(self, prefix: str = "") -> dict:
         """``{prefix}p50_ms`` ... ``{prefix}p99.9_ms`` (the study's percentiles) and the count."""
-        out = {f"{prefix}count": self.count}
+        out: dict[str, float | None] = {f"{prefix}count": self.count}
         for p in PERCENTILES:
             value = self.percentile_ms(p)
             out[f"{prefix}p{p:g}_ms"] = None if value is None else round(value, 3)

@@ -131,7 +131,7 @@ def _published_lines(ax, plot: Plot, points: list[dict], published) -> list[str]
     """Dashed lines for the published values of a plotted metric within 5x of our data; the
     others as text ("off scale") for the caption."""
     ours = [p[y] for p in points for y in plot.y if isinstance(p.get(y), (int, float))]
-    off = []
+    off: list[str] = []
     if not ours:
         return off
     lo, hi = min(ours), max(ours)

@@ -309,6 +309,7 @@ class CoreWorkload:
         self.operations = DiscreteGenerator([(p, name) for p, name in (
             (w.read, "READ"), (w.update, "UPDATE"), (w.insert, "INSERT"), (w.scan, "SCAN"),
             (w.rmw, "READMODIFYWRITE")) if p > 0])  # fmt: skip
+        self.keychooser: UniformLongGenerator | ScrambledZipfianGenerator | SkewedLatestGenerator
         if self.distribution == "uniform":
             self.keychooser = UniformLongGenerator(0, recordcount - 1)
         elif self.distribution == "zipfian":

@@ -96,7 +96,7 @@ class _Server:
     def __init__(self, ctx, params: dict):
         self.ctx, self.params = ctx, params
         self.embedded = ctx.embedded
-        self.server = None
+        self.server: EmbeddedServer | None = None
         self.uri = ctx.uri
         self.cache_mb: float | None = None
         self.noted: set[str] = set()

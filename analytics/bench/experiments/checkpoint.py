@@ -195,9 +195,11 @@ def _against_64kb(points: list[dict]) -> None:
     small = {(p["tasks"], p["interval_s"], p["client"]): p for p in points if p["checkpoint_kb"] == 64}
     for p in points:
         base = small.get((p["tasks"], p["interval_s"], p["client"]))
-        ok = (base is not None and p["checkpoint_kb"] != 64 and p["interval_s"] and base["overhead_s"] > 0.05
-              and p["overhead_s"] > 0)
-        p["overhead_vs_64kb"] = round(p["overhead_s"] / base["overhead_s"], 2) if ok else None
+        if (base is not None and p["checkpoint_kb"] != 64 and p["interval_s"] and base["overhead_s"] > 0.05
+                and p["overhead_s"] > 0):
+            p["overhead_vs_64kb"] = round(p["overhead_s"] / base["overhead_s"], 2)
+        else:
+            p["overhead_vs_64kb"] = None
 
 
 _HOPPER = "NERSC Hopper, Hadoop workers on 192 cores (MH-F2) / 24-480 cores (MH-F3); MongoDB version n/s"

@@ -221,7 +221,7 @@ def run(ctx, params: dict) -> list[dict]:
                     break
                 documents = data.documents(analysis.source)
                 times: dict[str, list[float]] = {e: [] for e in ENGINES}
-                outputs: dict[str, object] = {}
+                outputs: dict[str, pd.DataFrame] = {}
                 for rep in range(repeats):
                     order = ENGINES[rep % 3:] + ENGINES[:rep % 3]  # each engine first in turn
                     for engine in order:

@@ -48,7 +48,7 @@ def kill_workers(client, victims: list[str]) -> list[int]:
     for address in victims:
         nanny = nannies.get(address)
         pid = getattr(getattr(nanny, "process", None), "pid", None)
-        if pid is None:
+        if nanny is None or pid is None:
             continue
         nanny.close_gracefully(reason="bench faults: a lost node")  # no restart: the node stays lost
         os.kill(pid, signal.SIGKILL)
@@ -154,9 +154,9 @@ def run(ctx, params: dict) -> list[dict]:
         result = out.get("result")
         completed = result is not None
         equal = False
-        if completed and reference is None and k == 0:
+        if result is not None and reference is None and k == 0:
             reference, equal = result.frame, True
-        elif completed and reference is not None:
+        elif result is not None and reference is not None:
             equal, why = frames_equal(reference, result.frame, analysis.output_id)
             if not equal:
                 ctx.note(f"{k} killed: output differs from the fault-free run: {why}")
@@ -169,7 +169,8 @@ def run(ctx, params: dict) -> list[dict]:
             "workers": n, "killed": k, "killed_fraction": round(k / n, 3), "mid_stage": bool(out["mid_stage"]),
             "kill_at_s": None if out["kill_at"] is None else round(out["kill_at"], 3),
             "completed": completed, "seconds": round(out["seconds"], 4), "workers_left": out["workers_left"],
-            "rows": result.rows if completed else None, "partitions": result.partitions if completed else None,
+            "rows": None if result is None else result.rows,
+            "partitions": None if result is None else result.partitions,
             "equal": bool(equal),
         })  # fmt: skip
         ctx.log(f"{k} of {n} workers killed: completed={completed} in {out['seconds']:.2f} s, "

@@ -36,7 +36,9 @@ import queue
 import random
 import threading
 import time
+from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
+from typing import Any
 
 from analytics.bench.core import Experiment, Plot, Published, experiment_db
 from analytics.bench.latency import Latency
@@ -108,16 +110,21 @@ def run_gang(target, arglists: list[tuple], phases: int, timeouts: list[float], 
     the k-th, then calling ``on_release(k)``) and returns the perf_counter time of each release
     and the results by index.
     A worker's failure (or a worker that never arrives) raises a project error naming it."""
-    mp = multiprocessing.get_context(_START)
+    mp: ForkServerContext | SpawnContext
     if _START == "forkserver":
+        mp = multiprocessing.get_context("forkserver")
         mp.set_forkserver_preload(_PRELOAD)
+    else:
+        mp = multiprocessing.get_context("spawn")
     barrier = mp.Barrier(len(arglists) + 1)
     results = mp.Queue()
     procs = [mp.Process(target=_guarded, args=(target, barrier, results, i, a), daemon=True)
              for i, a in enumerate(arglists)]  # fmt: skip
     for p in procs:
         p.start()
-    times, found, failed = [], {}, []
+    times: list[float] = []
+    found: dict[int, Any] = {}
+    failed: list[tuple[bool, str]] = []  # (a DatabaseError, its message)
     try:
         for k in range(phases):
             try:

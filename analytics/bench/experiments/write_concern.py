@@ -38,7 +38,7 @@ from ingest.store.mongo import close_client, connect, db_errors
 __all__ = ["EXPERIMENTS", "METHODS"]
 
 #: the paper's Table 1 rows this server can run, in the plot's order (x = 1..5)
-METHODS = {
+METHODS: dict[str, dict[str, int | str | bool]] = {  # write concern documents
     "w1j1": {"w": 1, "j": True},
     "w1j0": {"w": 1, "j": False},
     "wmajj1": {"w": "majority", "j": True},
@@ -180,7 +180,7 @@ def _summaries(ctx, points: list[dict], workloads: list[str]) -> list[dict]:
 
 _HW = ("standalone: 16 GB NVDIMM-N, Xeon E5-2640 (32 cores), 32 GB DRAM, Samsung 850 Pro SSD; MongoDB 3.2 "
        "WiredTiger; YCSB 0.5.0, 16 threads")
-_SIZES = {
+_SIZES: dict[str, dict[str, object]] = {
     "tiny": {"records": 500, "threads": 2, "operations": 300, "max_run_s": 1.0, "load_batch": 100},
     "quick": {"records": 10_000, "threads": 4, "operations": 30_000, "max_run_s": 6.0, "load_batch": 100},
     "full": {"records": 1_000_000, "threads": 16, "operations": 1_000_000, "max_run_s": 300.0, "load_batch": 100},
