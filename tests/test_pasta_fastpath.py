@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
-from ingest.parsers.pasta.checking import _parse_hit
+from ingest.parsers.pasta.checking import parse_hit
 from tests.pasta_mutations import mutate_from
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
@@ -120,9 +120,9 @@ def test_a_query_line_spliced_into_an_alignment_is_refused_on_both_paths():
 
 
 def _checking_path_calls(data: bytes, name: str, **kw) -> int:
-    """How many hit blocks the checking path (``_parse_hit``) parsed: its calls are
+    """How many hit blocks the checking path (``parse_hit``) parsed: its calls are
     counted by a profile hook (matching its code object); nothing is replaced."""
-    code = _parse_hit.__code__
+    code = parse_hit.__code__
     calls = 0
 
     def profile(frame, event, arg):

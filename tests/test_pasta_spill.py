@@ -22,7 +22,7 @@ import ingest.parsers.pasta as pasta
 from ingest.documents import search_documents
 from ingest.documents.search import search_fingerprint
 from ingest.errors import ParseError
-from ingest.parsers.pasta.reader import _Reader
+from ingest.parsers.pasta.reader import Reader
 from ingest.parsers.pasta.spool import HitSpool, Rows
 from tests.pasta_mutations import mutate_from
 from tests.test_pasta_parser import GOOD, SAMPLE_FILES, SAMPLES, read_bytes
@@ -81,7 +81,7 @@ def test_a_long_table_goes_to_a_row_spool_and_comes_back_in_order():
     start = data.index(b"\n", data.index(b"The best scores are:")) + 1
     expected = data[start:].split(b"\n  2>>>")[0].split(b"\n")  # the next query's line ends the table
     for spill_rows in (None, 2):
-        r = _Reader(io.BytesIO(data[start:]), "x", chunk_size=64)
+        r = Reader(io.BytesIO(data[start:]), "x", chunk_size=64)
         r.spill_rows = spill_rows
         rows, first, plus = r.read_rows()
         assert first == 1 and not plus and len(rows) == len(expected) == 18

@@ -41,9 +41,9 @@ without building the objects first: its fast path builds the dicts of the hits i
 * Speed: an alignment in the usual layout is read, from its ``>>`` line to the next
   ``>`` line, by one regular expression per layout (the exact score-line keys a
   program prints, matched literally; learned from the first alignment), in the read
-  buffer, one alignment after the other (``fastpath._fast_hits``).  Its value patterns
+  buffer, one alignment after the other (``fastpath.fast_hits``).  Its value patterns
   accept a subset of what the checking path accepts, so anything unusual (and every
-  damaged alignment) goes to the line-checking path (``checking._parse_hit``), which
+  damaged alignment) goes to the line-checking path (``checking.parse_hit``), which
   reports the precise line; the tests check that both paths give the same result on every sample and on
   thousands of damaged ones (``tests/test_pasta_fastpath.py``).  ``fast=False`` sends
   every alignment to the checking path (same result, slower: for those tests).
@@ -220,8 +220,8 @@ from io import BufferedIOBase
 
 from ingest.errors import ParseError
 from ingest.model import Query
-from ingest.parsers.pasta.query import _parse
-from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, _Reader
+from ingest.parsers.pasta.query import parse_queries
+from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, Reader
 from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
 
 __all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK", "SPILL_HITS", "HitSpool"]
@@ -243,7 +243,7 @@ def parse(
     ``fast=False``: every alignment goes to the checking path (same result, slower).
     ``chunk_size``: bytes asked of each ``handle.read()`` (ValueError if below 1, at
     the call)."""
-    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, False, fast)
+    return _guarded(Reader(handle, source, chunk_size), sequences, warn, False, fast)
 
 
 def parse_dicts(
@@ -266,12 +266,12 @@ def parse_dicts(
     list (``Query.to_dict()`` exactly)."""
     if spill is not None and spill < 1:
         raise ValueError(f"spill must be at least 1, not {spill!r}")
-    return _guarded(_Reader(handle, source, chunk_size), sequences, warn, True, fast, spill)
+    return _guarded(Reader(handle, source, chunk_size), sequences, warn, True, fast, spill)
 
 
-def _guarded(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, spill: int | None = None) -> Iterator:
+def _guarded(r: Reader, sequences: bool, warn, dicts: bool, fast: bool, spill: int | None = None) -> Iterator:
     try:
-        yield from _parse(r, sequences, warn, dicts, fast, spill)
+        yield from parse_queries(r, sequences, warn, dicts, fast, spill)
     except ParseError:
         raise
     except (IndexError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:

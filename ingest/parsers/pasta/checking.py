@@ -8,15 +8,15 @@ from __future__ import annotations
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp
 from ingest.parsers.pasta.common import (
-    _FLOAT,
-    _INT,
-    _decode,
-    _end_col,
-    _HitContext,
-    _not_residues,
-    _orient,
-    _typed,
+    FLOAT_PATTERN,
+    INT_PATTERN,
+    HitContext,
+    decode_utf8,
+    end_column,
     impossible,
+    not_residues,
+    orient,
+    typed_value,
 )
 
 # suffix of an alignment score line (after the "xx_" prefix) -> (Hsp attribute, type)
@@ -43,7 +43,7 @@ def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | N
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
-        text = _decode(line, "hit description", source, line_no, warn)
+        text = decode_utf8(line, "hit description", source, line_no, warn)
     id_desc = text.split(None, 1)
     if not id_desc:
         return None
@@ -51,7 +51,7 @@ def _new_hit(line: bytes, rank: int, source: str, line_no: int, warn) -> Hit | N
     return Hit(hit_id=id_desc[0], rank=rank, hit_description=desc or None)
 
 
-def _parse_hit(block: bytes, first: int, rank: int, ctx: _HitContext, source: str, warn) -> Hit:
+def parse_hit(block: bytes, first: int, rank: int, ctx: HitContext, source: str, warn) -> Hit:
     """The Hit of ``block`` (its ``>>`` line, its alignment, any ``>--`` alternates; the
     block's first line is line ``first``), ranked ``rank``; a ParseError names the
     line of any damage."""
@@ -128,12 +128,12 @@ def _int(kv: dict, key: bytes, err, offset: int) -> int:
     v = kv.get(key)
     if v is None:
         raise err(f"alignment lacks '; {key.decode()}:'", offset)
-    if not _INT.fullmatch(v):
+    if not INT_PATTERN.fullmatch(v):
         raise err(f"'; {key.decode()}: {v[:30].decode('latin-1')}' is not an integer", offset)
     return int(v)
 
 
-def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str, err) -> tuple[Hsp, int]:
+def _parse_hsp(block: bytes, pos: int, stop: int, ctx: HitContext, hit_id: str, err) -> tuple[Hsp, int]:
     """The alignment in ``block[pos:stop]`` (after its ``>>`` or ``>--`` line) of the hit
     ``hit_id``: its Hsp and the library sequence length (``; sq_len:``)."""
     hsp = Hsp()
@@ -173,18 +173,18 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
     h0 = _int(hkv, b"al_start", err, hh + 1)
     h1 = _int(hkv, b"al_stop", err, hh + 1)
     hit_len = _int(hkv, b"sq_len", err, hh + 1)
-    side = _orient(q0, q1, ctx.q_dna)
+    side = orient(q0, q1, ctx.q_dna)
     if side is None:
         raise err("protein query coordinates run backwards", qh + 1)
     hsp.query_start, hsp.query_end, hsp.query_strand = side
-    side = _orient(h0, h1, ctx.h_dna)
+    side = orient(h0, h1, ctx.h_dna)
     if side is None:
         raise err("protein library coordinates run backwards", hh + 1)
     hsp.hit_start, hsp.hit_end, hsp.hit_strand = side
 
     if ctx.sequences:
         for begin, end, side_name in ((qseq_at, hh, "query"), (hseq_at, hend, "library")):
-            bad = _not_residues(block[begin:end])
+            bad = not_residues(block[begin:end])
             if bad:
                 at = begin + next(i for i, b in enumerate(block[begin:end]) if b in bad)
                 raise err(f"{len(bad)} byte(s) in the {side_name} sequence that are not residues "
@@ -202,7 +202,7 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
             if qctx < 0 or hctx < 0:
                 raise err("alignment starts before its displayed sequence", qh + 1)
             c0 = max(qctx, hctx)
-            c1 = max(_end_col(qdisp, c0, abs(q1 - q0) + 1), _end_col(hdisp, c0, abs(h1 - h0) + 1))
+            c1 = max(end_column(qdisp, c0, abs(q1 - q0) + 1), end_column(hdisp, c0, abs(h1 - h0) + 1))
         else:
             # translated searches: the translated side counts nucleotides, so use the
             # protein side (local alignments: no leading gap, leading '-' are padding)
@@ -219,7 +219,7 @@ def _parse_hsp(block: bytes, pos: int, stop: int, ctx: _HitContext, hit_id: str,
             if rctx < 0:
                 raise err("alignment starts before its displayed sequence", at)
             c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
-            c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
+            c1 = end_column(ref, c0, abs(r1 - r0) + 1)
         if c1 > len(qdisp):
             raise err("query sequence shorter than its coordinates say (truncated?)", hh - 1)
         if c1 > len(hdisp):
@@ -261,7 +261,7 @@ def _hsp_scores(block: bytes, pos: int, qh: int, hsp: Hsp, err) -> None:
         spec = _HSP_KEYS.get(suffix)
         if spec is not None:
             attr, typ = spec
-            pattern = _INT if typ is int else _FLOAT
+            pattern = INT_PATTERN if typ is int else FLOAT_PATTERN
             if not pattern.fullmatch(val):
                 raise err(f"'{line[:60].decode('latin-1')}' is not a number", p)
             value = typ(val)
@@ -274,7 +274,7 @@ def _hsp_scores(block: bytes, pos: int, qh: int, hsp: Hsp, err) -> None:
         else:
             if extra is None:
                 extra = {}
-            extra[key.decode("latin-1")] = _typed(val.decode("utf-8", errors="replace"))
+            extra[key.decode("latin-1")] = typed_value(val.decode("utf-8", errors="replace"))
         p = e + 1
     hsp.extra = extra
     if hsp.score is None:

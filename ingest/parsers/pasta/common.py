@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-_INT = re.compile(rb"\s*[-+]?\d+\s*")
+INT_PATTERN = re.compile(rb"\s*[-+]?\d+\s*")
 # FASTA prints scores with printf: "inf", "-inf", "nan" and "-nan" (glibc) where its statistics
 # overflow (e.g. fastf36 -z 3 on a small library gives "; ff_z-score:  inf").  They are read as
 # the float they denote; `sci-ingest parse` writes them as Extended JSON ({"$numberDouble": ...}).
-_FLOAT = re.compile(rb"\s*[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)\s*")
-# the same for str values (_typed)
+FLOAT_PATTERN = re.compile(rb"\s*[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)\s*")
+# the same for str values (typed_value)
 _INT_S = re.compile(r"\s*[-+]?\d+\s*", re.ASCII)
 _FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASCII)
 
@@ -23,15 +23,15 @@ _FLOAT_S = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*", re.ASC
 RESIDUE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz*-/\\."
 
 
-def _not_residues(seq: bytes) -> bytes:
+def not_residues(seq: bytes) -> bytes:
     """The bytes of ``seq`` (newlines aside) that cannot be residues (empty when all can)."""
     return seq.translate(None, RESIDUE_BYTES + b"\n")
 
 
-def _number(value: bytes, typ):
+def fasta_number(value: bytes, typ):
     """``typ(value)`` (int or float) if ``value`` is such a number as FASTA prints, else
     ValueError (Python's own int()/float() also take "1_000", "infinity" and the like)."""
-    if not (_INT if typ is int else _FLOAT).fullmatch(value):
+    if not (INT_PATTERN if typ is int else FLOAT_PATTERN).fullmatch(value):
         raise ValueError(value)
     return typ(value)
 
@@ -54,7 +54,7 @@ def impossible(field: str, value) -> str | None:
     return None
 
 
-def _typed(value: str):
+def typed_value(value: str):
     """int/float if ``value`` is a plain number, else the stripped string."""
     if _INT_S.fullmatch(value):
         return int(value)
@@ -63,7 +63,7 @@ def _typed(value: str):
     return value.strip()
 
 
-def _decode(raw: bytes, what: str, source: str, line: int, warn) -> str:
+def decode_utf8(raw: bytes, what: str, source: str, line: int, warn) -> str:
     """``raw`` as UTF-8; bytes that are not are replaced by U+FFFD, with a ``warn``ing
     naming ``what`` and the line."""
     try:
@@ -74,7 +74,7 @@ def _decode(raw: bytes, what: str, source: str, line: int, warn) -> str:
         return raw.decode("utf-8", errors="replace")
 
 
-def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
+def orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
     """``(start, end, strand)`` of an al_start/al_stop pair: 1-based inclusive with start <= end;
     the strand only for DNA.  None when a protein side runs backwards (malformed)."""
     if a <= b:
@@ -84,7 +84,7 @@ def _orient(a: int, b: int, dna: bool) -> tuple[int, int, str | None] | None:
     return None
 
 
-def _end_col(disp: bytes, c0: int, n_res: int) -> int:
+def end_column(disp: bytes, c0: int, n_res: int) -> int:
     """The column after the ``n_res``-th residue (non-``-``) of ``disp`` from ``c0``."""
     c1 = c0 + n_res
     g = disp.count(b"-", c0, c1)
@@ -95,7 +95,7 @@ def _end_col(disp: bytes, c0: int, n_res: int) -> int:
     return c1
 
 
-class _HitContext:
+class HitContext:
     """What the two hit parsers (fast path and checking path) need to know of the query
     whose hits they read; the fast path also keeps here what it learned of them."""
 
@@ -112,10 +112,10 @@ class _HitContext:
         self.translated = translated  # None, "q" or "h"
         self.sequences = sequences
         self.dicts = dicts  # hits as dicts (Hit.to_dict()), not Hit objects
-        self.unterminated = unterminated  # a run without ">>><<<" (_Run.unterminated)
+        self.unterminated = unterminated  # a run without ">>><<<" (Run.unterminated)
         self.before = 0  # hits of the query moved out of the list (a spilled block: spool.py)
         # the name FASTA's alignments show for a "gi|" title whose stripping ran past the first space
-        # (header._gi_stripped), or None
+        # (header.gi_stripped), or None
         self.query_alt_b: bytes | None = None
         # the Hsp fields no alignment of this query sets, whatever the layout
         self.absent = (

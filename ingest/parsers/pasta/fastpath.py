@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 
 from ingest.model import Hit, Hsp
-from ingest.parsers.pasta.common import RESIDUE_BYTES, _end_col, _HitContext
+from ingest.parsers.pasta.common import RESIDUE_BYTES, HitContext, end_column
 from ingest.parsers.pasta.reader import MAX_LINE
 
 _SCORES = (
@@ -56,7 +56,7 @@ _HEAD_FAST = re.compile(_SCORES + _SIDE_KV)
 _FRAMES = {b"f": "f", b"r": "r"}
 
 _INT_V = rb"(-?\d++)"
-_FLOAT_V = rb"([-+.eE0-9]++|-?inf|-?nan)"  # with float(): exactly what _FLOAT accepts, unpadded
+_FLOAT_V = rb"([-+.eE0-9]++|-?inf|-?nan)"  # with float(): exactly what FLOAT_PATTERN accepts, unpadded
 # _HEAD_FAST's score groups, in order: the key suffix and the strict value pattern
 _SCORE_SLOTS = (
     (b"frame", rb"([^\n]*+)"),
@@ -121,7 +121,7 @@ def _dict_builder(absent: tuple[str, ...]) -> Callable:
     not in ``absent``, in the order of Hsp's slots.  ``absent`` lists the fields that
     are None by construction in the fast path - the score slots its layout lacks
     (_ABSENT), the strand of a protein side and the sequences with sequences=False
-    (_HitContext.absent) - so no value is None (tests: the same JSON as to_dict() on
+    (HitContext.absent) - so no value is None (tests: the same JSON as to_dict() on
     every sample and under mutation).  Generated once per set (as namedtuple does):
     half the cost of a display of every field followed by deletions."""
     fn = _BUILDERS.get(absent)
@@ -181,7 +181,7 @@ def _code_extra(code: bytes, ann: bytes | None) -> dict:
     return extra
 
 
-def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit], ids: list[bytes]):
+def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit], ids: list[bytes]):
     """Parse hits in the usual layout in the read buffer, from the ``>>`` line at
     ``buf[pos]``, while they start before ``stop`` and end (at the next ``>>`` line)
     inside ``buf``; append them to ``hits`` and their ids (bytes) to ``ids``.
@@ -298,7 +298,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
                     break
                 c0 = qctx if qctx > hctx else hctx
                 # usually the overlap is the number of columns; then c0 + overlap is
-                # the column after the last residue of a side, as _end_col finds it
+                # the column after the last residue of a side, as end_column finds it
                 try:
                     c1 = c0 + ov
                     last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # 45: "-"
@@ -309,8 +309,8 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
                     or qdisp.count(b"-", c0, c1) != ov - (qe - qs + 1)
                     or hdisp.count(b"-", c0, c1) != ov - (he - hs + 1)
                 ):
-                    c1 = _end_col(qdisp, c0, qe - qs + 1)
-                    c2 = _end_col(hdisp, c0, he - hs + 1)
+                    c1 = end_column(qdisp, c0, qe - qs + 1)
+                    c2 = end_column(hdisp, c0, he - hs + 1)
                     if c2 > c1:
                         c1 = c2
             else:
@@ -322,7 +322,7 @@ def _fast_hits(buf: bytes, pos: int, stop: int, ctx: _HitContext, hits: list[Hit
                 if rctx < 0:
                     break
                 c0 = len(ref) - len(ref.lstrip(b"-")) + rctx
-                c1 = _end_col(ref, c0, abs(r1 - r0) + 1)
+                c1 = end_column(ref, c0, abs(r1 - r0) + 1)
             if c1 > len(qdisp) or c1 > len(hdisp):
                 break
             try:

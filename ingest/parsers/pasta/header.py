@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from ingest.model import Query
-from ingest.parsers.pasta.common import _decode, _typed
-from ingest.parsers.pasta.reader import _Reader
+from ingest.parsers.pasta.common import decode_utf8, typed_value
+from ingest.parsers.pasta.reader import Reader
 from ingest.parsers.pasta.segments import TITLE_MAX
 
 # "; pg_*"/"; mp_*" lines read before -> their (key, typed value) pairs: most repeat from one
@@ -33,10 +33,10 @@ _HIST_ROW = re.compile(rb"([<> ])\s*(-?\d+) +(\d+)(?: +(\d+))? *:")
 # "-m F10 FILE" (-m 10 written to a file) and "-m 9i"/"-m 9I" end queries without ">>><<<":
 # in a run whose command line has such a -m option, the next query line or ">>>///" ends
 # a query; elsewhere a missing ">>><<<" is damage (a cut or spliced file)
-_UNTERMINATED = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
+UNTERMINATED_OPTION = re.compile(r"""(?:^|\s)-m\s*["']?\s*(?:F|9[iI](?![\w-]))""")
 
 
-class _Run:
+class Run:
     """What the header of the current run says."""
 
     __slots__ = ("index", "program", "version", "command", "queries", "complete", "unterminated", "layout")
@@ -48,14 +48,14 @@ class _Run:
         self.command: str | None = None
         self.queries = 0
         self.complete = False
-        # output modes that print no ">>><<<" after a query (see _UNTERMINATED)
+        # output modes that print no ">>><<<" after a query (see UNTERMINATED_OPTION)
         self.unterminated = False
         # the fast path's regex for the last query's alignments: the next query's are usually
         # alike (learning a layout was 2-3 % of a line profile of 900 queries of 40 hits)
         self.layout = None
 
 
-class _QLine:
+class QueryLine:
     """A query line ``  N>>>TITLE[ (note)]``: TITLE as printed (``DESCRIPTION - LEN aa``, cut by
     FASTA at TITLE_MAX bytes), the length and unit it states (None when the title is full: a
     cut one may have lost them, and the block's summary line gives them)."""
@@ -67,14 +67,14 @@ class _QLine:
         self.unit, self.note, self.fragments = unit, note, fragments
 
 
-def _query_line(line: bytes) -> _QLine | None:
+def query_line(line: bytes) -> QueryLine | None:
     """The query line ``line`` is, or None."""
     m = _QSTART.match(line)
     if m is not None:
         end = m.end("fragments") if m.group("fragments") is not None else m.end(4)
         title = line[m.start(2):end]
         if len(title) < TITLE_MAX:
-            return _QLine(m.group(1), title, m.group(2), int(m.group(3)), m.group(4), m.group(5),
+            return QueryLine(m.group(1), title, m.group(2), int(m.group(3)), m.group(4), m.group(5),
                           m.group("fragments"))
     elif len(line) < TITLE_MAX or b">>>" not in line[:24]:
         return None
@@ -82,10 +82,10 @@ def _query_line(line: bytes) -> _QLine | None:
     if c is None or len(c.group(2)) != TITLE_MAX:
         return None
     note = c.group(3).strip()[1:-1] if c.group(3) else None
-    return _QLine(c.group(1), c.group(2), c.group(2), None, None, note, None)
+    return QueryLine(c.group(1), c.group(2), c.group(2), None, None, note, None)
 
 
-def _cut_description(title: bytes, length: int, unit: bytes, base: str) -> str | None:
+def cut_description(title: bytes, length: int, unit: bytes, base: str) -> str | None:
     """The description in a query title that FASTA cut at TITLE_MAX bytes: FASTA appends
     `` - LEN aa`` (`` - LEN aa in K fragments`` for a peptide mixture) to the title it read (at most
     510 bytes) and cuts the whole, so such a title ends in a piece of that suffix (`` -``, `` - 13``,
@@ -121,7 +121,7 @@ _DIGITS = re.compile(rb"\d+")
 _PEPTIDE_SETS = frozenset(("fasts", "fastm", "fastf", "tfasts", "tfastm", "tfastf"))
 
 
-def _gi_stripped(title: bytes) -> bytes | None:
+def gi_stripped(title: bytes) -> bytes | None:
     """The name FASTA shows on the query side of an alignment for a title starting with ``gi|``, where
     it is not a piece of the query's id: FASTA drops the title up to the ``|`` after ``gi|N``, if
     another ``|`` follows, and takes the first word of the rest (mshowalign2.c); that ``|`` may lie
@@ -132,11 +132,11 @@ def _gi_stripped(title: bytes) -> bytes | None:
     return title[bar + 1 :].split(b" ", 1)[0] or None
 
 
-def _new_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, warn) -> tuple[Query, bool]:
+def new_query(r: Reader, ql: QueryLine, run: Run, query_index: int, warn) -> tuple[Query, bool]:
     """The Query of the query line ``ql`` (the line just read), with what the run's header
     says, and whether the query has no name."""
     qline = r.line_no
-    text = _decode(ql.text, "query description", r.source, qline, warn)
+    text = decode_utf8(ql.text, "query description", r.source, qline, warn)
     # a FASTA header with a space after ">" has no name for FASTA: its summary line
     # (">>>, 209 aa vs ...") and alignments ("> ..") show none; the id is then the first
     # word (as for hits, and as Biopython's FASTA reader takes it), "" for an empty header
@@ -163,7 +163,7 @@ def _new_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, warn) -> tup
     return q, nameless
 
 
-def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLine) -> tuple[tuple | None, bool]:
+def read_header(r: Reader, q: Query, run: Run, nameless: bool, warn, ql: QueryLine) -> tuple[tuple | None, bool]:
     """The header of query ``q``: library, statistics, best-scores table, up to its
     summary line (``>>>ID, LEN aa vs LIB library``).  Returns the table (columns, -m 9
     columns or None, rows, line of the first row, any ``+-`` row) or None, and True
@@ -177,7 +177,7 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
             raise r.error(f"input ends inside query {q.query_id!r} (no '>>><<<' end of query; truncated?)", r.line_no)
         if line.startswith(b">>><<<"):
             return table, True
-        if _ends_unterminated(run, line):
+        if ends_unterminated(run, line):
             r.unread()  # the next query's line, or the end of the run
             return table, True
         if line.startswith(b">>>///"):
@@ -186,12 +186,12 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
             sm = _QSUMMARY.match(line)
             if sm is None:
                 raise r.error(f"malformed query summary line: {line[:80]!r}", r.line_no)
-            sid = _decode(sm.group(1), "query id", source, r.line_no, warn)
+            sid = decode_utf8(sm.group(1), "query id", source, r.line_no, warn)
             if sid != q.query_id and sid != q.query_id + "-" and not (nameless and sid in ("", "-")):
-                # "ID-": -i (reverse complement); "": a query without a name (see _new_query)
+                # "ID-": -i (reverse complement); "": a query without a name (see new_query)
                 raise r.error(f"query summary names {sid!r} but the query is {q.query_id!r}", r.line_no)
             if q.library is None:
-                q.library = _decode(sm.group(4), "library name", source, r.line_no, warn)
+                q.library = decode_utf8(sm.group(4), "library name", source, r.line_no, warn)
             said = int(sm.group(2))
             if ql.length is None:  # a cut title: this line gives the length
                 q.query_length, ql.unit = said, sm.group(3)
@@ -202,7 +202,7 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
                 warn(f"{source}:{r.line_no}: the query summary says {said} {sm.group(3).decode()} but the "
                      f"query line says {q.query_length}; the query line's length is kept")
             return table, False
-        if _query_line(line) is not None:
+        if query_line(line) is not None:
             raise r.error(f"a new query starts before query {q.query_id!r} ended ('>>><<<' missing)", r.line_no)
         if line.startswith(b">") or line.startswith(b";"):
             raise r.error(f"unexpected line in the header of query {q.query_id!r}: {line[:60]!r}", r.line_no)
@@ -223,7 +223,7 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
             if rg:
                 q.library_range = rg.group(1).decode("latin-1").strip() or None
                 lib = lib[: rg.start()]
-            q.library = _decode(lib, "library name", source, r.line_no, warn) or None
+            q.library = decode_utf8(lib, "library name", source, r.line_no, warn) or None
             sub = _LIB_SUBRANGE.search(lib)
             if sub is not None:  # FASTA cuts every library sequence to it (comp_lib9.c, opt_text)
                 start, end = (int(sub.group(1)), sub.group(2)) if sub.group(1) else (1, sub.group(3))
@@ -231,16 +231,16 @@ def _read_header(r: _Reader, q: Query, run: _Run, nameless: bool, warn, ql: _QLi
         elif q.library_residues is None and (rm := _RESIDUES.search(line)) is not None:
             q.library_residues, q.library_sequences = int(rm.group(1)), int(rm.group(2))
         elif line.startswith(b"Statistics:"):
-            q.statistics = _decode(line[11:].strip(), "statistics", source, r.line_no, warn) or None
+            q.statistics = decode_utf8(line[11:].strip(), "statistics", source, r.line_no, warn) or None
             if ql.length is None and (n0 := _STATS_N0.search(line)) is not None:
                 q.query_length = int(n0.group(1))  # a cut title without hits: the statistics' query length
         elif line.startswith(b"Algorithm:"):
-            q.algorithm = _decode(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
+            q.algorithm = decode_utf8(line[10:].strip(), "algorithm", source, r.line_no, warn) or None
         elif line[:1] == b" " and _HIST_HEAD.fullmatch(line) is not None:
             q.histogram = _read_histogram(r)
 
 
-def _read_histogram(r: _Reader) -> list[dict]:
+def _read_histogram(r: Reader) -> list[dict]:
     """The rows of a ``-H`` histogram (its head line just read), up to its last row (``>N``):
     ``{score, observed, expected}`` as printed (``expected`` absent where FASTA prints none), the
     first and last rows with ``tail`` ``"<"``/``">"``; any other line before the last row is damage."""
@@ -260,7 +260,7 @@ def _read_histogram(r: _Reader) -> list[dict]:
             return bins
 
 
-def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
+def read_params(r: Reader, q: Query, run: Run, warn) -> None:
     """The ``; pg_*``/``; mp_*`` lines after the summary line: ``q.params``, and the
     program and version they name (and, from ``pg_argv``, whether the run ends its
     queries without ``>>><<<``)."""
@@ -275,12 +275,12 @@ def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
                 raise r.error(f"malformed '; key: value' line: {line[:60]!r}", r.line_no)
             key = km.group(1).decode("latin-1")
             raw = km.group(2)
-            value = _decode(raw, key, r.source, r.line_no, warn)
+            value = decode_utf8(raw, key, r.source, r.line_no, warn)
             if key == "pg_argv" and "; pg_name_alg: " in value:
                 value, alg = value.split("; pg_name_alg: ", 1)
-                pairs = (("pg_name_alg", _typed(alg)), (key, _typed(value)))
+                pairs = (("pg_name_alg", typed_value(alg)), (key, typed_value(value)))
             else:
-                pairs = ((key, _typed(value)),)
+                pairs = ((key, typed_value(value)),)
             if raw.isascii():  # a line that warned is not cached: each time it warns again
                 if len(cache) >= 512:
                     cache.clear()
@@ -296,11 +296,11 @@ def _read_params(r: _Reader, q: Query, run: _Run, warn) -> None:
         if "pg_ver" in params:
             q.version = str(params["pg_ver"])
         argv = params.get("pg_argv")
-        if not run.unterminated and isinstance(argv, str) and _UNTERMINATED.search(argv):
+        if not run.unterminated and isinstance(argv, str) and UNTERMINATED_OPTION.search(argv):
             run.unterminated = True  # the same signal when the "# command" line is missing
 
 
-def _ends_unterminated(run: _Run, line: bytes) -> bool:
+def ends_unterminated(run: Run, line: bytes) -> bool:
     """True if ``line`` ends a query of a run without ``>>><<<`` (-m F10, -m 9i): it is
     the next query's line or the end of the run."""
-    return run.unterminated and (line.startswith(b">>>///") or _query_line(line) is not None)
+    return run.unterminated and (line.startswith(b">>>///") or query_line(line) is not None)

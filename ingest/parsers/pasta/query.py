@@ -9,25 +9,25 @@ from collections.abc import Iterator
 
 from ingest.errors import ParseError
 from ingest.model import Query
-from ingest.parsers.pasta.checking import _parse_hit
-from ingest.parsers.pasta.common import _decode, _HitContext
-from ingest.parsers.pasta.fastpath import _fast_hits
+from ingest.parsers.pasta.checking import parse_hit
+from ingest.parsers.pasta.common import HitContext, decode_utf8
+from ingest.parsers.pasta.fastpath import fast_hits
 from ingest.parsers.pasta.header import (
-    _UNTERMINATED,
-    _cut_description,
-    _ends_unterminated,
-    _gi_stripped,
-    _new_query,
-    _QLine,
-    _query_line,
-    _read_header,
-    _read_params,
-    _Run,
+    UNTERMINATED_OPTION,
+    QueryLine,
+    Run,
+    cut_description,
+    ends_unterminated,
+    gi_stripped,
+    new_query,
+    query_line,
+    read_header,
+    read_params,
 )
-from ingest.parsers.pasta.reader import _CONTROL, _Reader
+from ingest.parsers.pasta.reader import CONTROL_BYTES, Reader
 from ingest.parsers.pasta.segments import Block, Segments, continuation_description
 from ingest.parsers.pasta.spool import ROWS_PER_HIT, BlockHits
-from ingest.parsers.pasta.table import Table, _table_keeps_hits
+from ingest.parsers.pasta.table import Table, table_keeps_hits
 
 MAX_PREAMBLE = 1000  # lines accepted between queries without a query block
 SQ_OFFSET_REACH = 1 << 16  # bytes from a query's first hit line to its first "; sq_offset:" (a few hundred, as printed)
@@ -45,7 +45,7 @@ _TRANSLATED = {
 }
 
 
-def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True,
+def parse_queries(r: Reader, sequences: bool, warn, dicts: bool = False, fast: bool = True,
            spill: int | None = None) -> Iterator:
     """The queries of ``r``; with ``dicts`` and ``spill`` (a number of hits), a query block holding
     more goes to a spool (spool.py)."""
@@ -61,10 +61,10 @@ def _parse(r: _Reader, sequences: bool, warn, dicts: bool = False, fast: bool = 
         raise
 
 
-def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held: Segments,
+def _parse_held(r: Reader, sequences: bool, warn, dicts: bool, fast: bool, held: Segments,
                 spill: int | None) -> Iterator:
     source = r.source
-    run = _Run(1)
+    run = Run(1)
     query_index = 0
     preamble = 0
     first_content: bytes | None = None
@@ -78,10 +78,10 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
                 warn(f"{source}:1: a UTF-8 byte order mark before the first line was skipped")
         if first_content is None and line.strip():
             first_content = line
-        ql = _query_line(line) if b">>>" in line[:24] else None
+        ql = query_line(line) if b">>>" in line[:24] else None
         if ql is not None:
             if run.complete:  # a new run without a header line
-                run = _Run(run.index + 1)
+                run = Run(run.index + 1)
             query_index += 1
             line_no = r.line_no
             continued = held.continues(run, ql.title, ql.length, ql.unit, ql.fragments)
@@ -98,7 +98,7 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
             continue
         if line.startswith((b">>>///", b"# ")):  # the end of a run ends a query, and its segments
             yield from held.flush(r, dicts, warn)
-        if len(line) - len(line.translate(None, _CONTROL)) > 1:
+        if len(line) - len(line.translate(None, CONTROL_BYTES)) > 1:
             raise r.error("binary data (control characters): not a text report", r.line_no)
         if line.startswith(b">>>///"):
             if run.queries == 0:
@@ -107,16 +107,16 @@ def _parse_held(r: _Reader, sequences: bool, warn, dicts: bool, fast: bool, held
             continue
         if line.startswith(b"# ") and (run.complete or run.queries == 0):
             if run.queries or run.complete:
-                run = _Run(run.index + 1)
-            run.command = _decode(line[2:].strip(), "command line", source, r.line_no, warn)
-            run.unterminated = _UNTERMINATED.search(run.command) is not None
+                run = Run(run.index + 1)
+            run.command = decode_utf8(line[2:].strip(), "command line", source, r.line_no, warn)
+            run.unterminated = UNTERMINATED_OPTION.search(run.command) is not None
             prog = run.command.split(None, 1)[0] if run.command else ""
             run.program = prog.rsplit("/", 1)[-1] or None
             continue
         if line.startswith(b"# "):
             raise r.error("a new run starts before the previous one ended with '>>>///' (truncated output?)", r.line_no)
         if line.startswith(b" version ") and run.version is None:
-            run.version = _decode(line[9:].strip(), "version", source, r.line_no, warn) or None
+            run.version = decode_utf8(line[9:].strip(), "version", source, r.line_no, warn) or None
             continue
         if line.startswith(b">"):
             if query_index == 0 and not line.startswith(b">>"):
@@ -153,7 +153,7 @@ _TRAILER = re.compile(rb"(?:\d+ residues in +\d+ (?:query|library) +sequences|\s
 _ONE_FORMAT = "a file holds one format, and one holding more is refused whole"
 
 
-def _outside(r: _Reader, run: _Run, line: bytes) -> None:
+def _outside(r: Reader, run: Run, line: bytes) -> None:
     """Refuse a line outside any query block that is none of FASTA's (a file that goes on in another
     format after a report, or holds another format before or between its queries, is never
     half loaded): after a run's end, anything but its trailer (:data:`_TRAILER`); between two
@@ -179,33 +179,33 @@ def _types(program: str | None, unit: bytes) -> tuple[str, str]:
     return t, t
 
 
-def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences: bool, warn,
+def _parse_query(r: Reader, ql: QueryLine, run: Run, query_index: int, sequences: bool, warn,
                  dicts: bool = False, fast: bool = True, spill: int | None = None) -> tuple:
     """The query block that starts at the query line ``ql``: (a Query, or with ``dicts``
     its ``to_dict()``; the block's length and unit; the numbering offset of its first
     alignment or None, see segments.py).  ``fast=False`` sends every alignment to the
     checking path.  ``spill``: the hits held in memory before they go to a spool (with
     ``dicts``; the dict's ``"hits"`` is then a HitSpool, see spool.py)."""
-    q, nameless = _new_query(r, ql, run, query_index, warn)
+    q, nameless = new_query(r, ql, run, query_index, warn)
     line = r.line_no
-    table, ended = _read_header(r, q, run, nameless, warn, ql)
+    table, ended = read_header(r, q, run, nameless, warn, ql)
     unit = ql.unit
     if q.query_length is None or unit is None:
         raise r.error("the query line's title was cut at 511 bytes by FASTA and the block states no "
                       "length and unit of its own (no summary line): a layout this parser does not know", line)
     if not ended:
-        _read_params(r, q, run, warn)
+        read_params(r, q, run, warn)
     if ql.length is None and q.query_description is not None:  # a cut title: what of FASTA's " - N aa" it kept
-        q.query_description = _cut_description(ql.text, q.query_length, unit, _base(q.program))
+        q.query_description = cut_description(ql.text, q.query_length, unit, _base(q.program))
     q.query_type, q.library_type = qtype, ltype = _types(q.program, unit)
     # with dicts, the hits are built as dicts when the table will not change them (it
     # adds E2() and the -m 9 columns to aligned hits; tables without those only add
     # table-only hits)
-    hit_dicts = dicts and (table is None or _table_keeps_hits(table))
-    ctx = _HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
+    hit_dicts = dicts and (table is None or table_keeps_hits(table))
+    ctx = HitContext(q.query_id, qtype == "dna", ltype == "dna", _TRANSLATED_SIDE.get(_base(q.program)), sequences,
                       hit_dicts, run.unterminated)  # fmt: skip
     if ql.text.startswith(b"gi|"):
-        ctx.query_alt_b = _gi_stripped(ql.text)
+        ctx.query_alt_b = gi_stripped(ql.text)
     # a table with rows (the query's types set): its hits are checked against it
     checked = Table(r, q, table, warn, hit_dicts) if table is not None and len(table[2]) else None
     block = BlockHits(checked, hit_dicts, spill, ctx)
@@ -225,7 +225,7 @@ def _parse_query(r: _Reader, ql: _QLine, run: _Run, query_index: int, sequences:
     return (q.to_dict() if dicts else q), q.query_length, unit, offset
 
 
-def _first_sq_offset(r: _Reader) -> int | None:
+def _first_sq_offset(r: Reader) -> int | None:
     """The ``; sq_offset:`` of the first alignment's query side (the first one after the
     summary's parameter lines), read ahead in the buffer (filled as needed, up to
     SQ_OFFSET_REACH bytes: a pipe may hand over a few bytes at a time); None if not there."""
@@ -255,7 +255,7 @@ def _numbering_offset(printed: int | None, first, length: int, dicts: bool) -> i
     return printed - 1 - (length if strand == "-" else 0)
 
 
-def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHits, fast: bool, warn) -> None:
+def _read_hits(r: Reader, q: Query, run: Run, ctx: HitContext, block: BlockHits, fast: bool, warn) -> None:
     """The hit blocks of query ``q``, up to its end (``>>><<<``; in a run without it
     the next query's line or the end of the run, left unread): each hit in the usual
     layout to the fast path (unless not ``fast``), any other to the checking path;
@@ -277,7 +277,7 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHi
             # lookahead bytes remain after them (at least one, if it ends in the buffer)
             if fast and not slow_next:
                 n = len(hits)
-                end, slow_next, n_lines = _fast_hits(buf, pos, len(buf) if r.eof else len(buf) - lookahead, ctx, hits, ids)
+                end, slow_next, n_lines = fast_hits(buf, pos, len(buf) if r.eof else len(buf) - lookahead, ctx, hits, ids)
                 if end > pos and buf.find(b"\r", pos, end) >= 0:
                     # the checking path reads CRLF line ends (and stray CRs) its own way
                     del hits[n:], ids[n:]
@@ -292,7 +292,7 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHi
                     continue
             slow_next = False
             text, first = r.read_block(run.unterminated)
-            hit = _parse_hit(text, first, len(hits) + 1 + ctx.before, ctx, source, warn)
+            hit = parse_hit(text, first, len(hits) + 1 + ctx.before, ctx, source, warn)
             hits.append(hit.to_dict() if hit_dicts else hit)
             ids.append(hit.hit_id.encode("utf-8", "replace"))
             if bounded:
@@ -307,7 +307,7 @@ def _read_hits(r: _Reader, q: Query, run: _Run, ctx: _HitContext, block: BlockHi
             return
         if not line.strip():
             continue
-        if _ends_unterminated(run, line):
+        if ends_unterminated(run, line):
             r.unread()  # the next query's line, or the end of the run
             return
         raise r.error(f"unexpected line in query {q.query_id!r}: {line[:60]!r}", r.line_no)

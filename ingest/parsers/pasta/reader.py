@@ -22,10 +22,10 @@ _ROW_END = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n|>>>|[ \t]*\d+>>>)")
 _QUERY_LINE = re.compile(rb"[ \t]*\d+>>>")
 # control characters but tab, line feed, vertical tab, form feed and carriage return:
 # more than one in a line outside the query blocks means binary data, not a report
-_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
+CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 
 
-class _Reader:
+class Reader:
     """Chunked reader over a binary handle that tracks line numbers: it asks
     ``chunk_size`` bytes of each ``handle.read()`` and reads again while it needs more
     (a read may return fewer bytes, as from a pipe; only b"" is the end)."""

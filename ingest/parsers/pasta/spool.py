@@ -123,7 +123,7 @@ class HitSpool:
 class Rows:
     """The rows of a best-scores table (bytes, without line ends), read once, in order:
     :meth:`peek` at the next row, :meth:`take` the next ``n``.  Held in a list, or in a temporary
-    file once :meth:`spill` put them there (a table of many rows: see ``_Reader.read_rows``)."""
+    file once :meth:`spill` put them there (a table of many rows: see ``Reader.read_rows``)."""
 
     __slots__ = ("_list", "_at", "_file", "_count", "_next", "_reading")
 

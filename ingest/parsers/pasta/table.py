@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
-from ingest.parsers.pasta.common import _INT, _decode, _number, _orient, impossible
+from ingest.parsers.pasta.common import INT_PATTERN, decode_utf8, fasta_number, impossible, orient
 from ingest.parsers.pasta.spool import Rows
 
 # identity, similarity and alignment length: -m 9 columns (after the tab), and with
@@ -50,7 +50,7 @@ class Table:
     is not UTF-8) are held until :meth:`finish`, so that they come after every alignment's, and
     not at all when the block fails before its rows are read (held up to :data:`HELD_WARNINGS`:
     past that they are said at once).  With ``dicts`` the aligned hits are dicts
-    (``Hit.to_dict()``): then the table must keep them (:func:`_table_keeps_hits`)."""
+    (``Hit.to_dict()``): then the table must keep them (:func:`table_keeps_hits`)."""
 
     __slots__ = ("r", "q", "cols", "cols9", "rows", "row1", "general", "e2", "warn", "dicts", "n_al", "taken",
                  "groups", "plus_first", "stopped", "id_error", "row_error", "warnings", "unaligned")
@@ -315,7 +315,7 @@ def _row_frame(raw: bytes):
     return rest[rest.rfind(b"[", 0, close) + 1 : close].decode("latin-1").strip()
 
 
-def _table_keeps_hits(table: tuple) -> bool:
+def table_keeps_hits(table: tuple) -> bool:
     """True if Table leaves the aligned hits as they are with this table (columns,
     -m 9 columns, rows, line, any ``+-`` row): no -m 9 columns, no E2() column, no
     ``+-`` rows."""
@@ -337,7 +337,7 @@ def _whole_lengths(hits: list, rows: list[bytes], dicts: bool) -> None:
     try:
         table = list(map(int, found))
     except ValueError:  # a damaged row: the alignment's own length stays
-        table = [int(v) if _INT.fullmatch(v) else 0 for v in found]
+        table = [int(v) if INT_PATTERN.fullmatch(v) else 0 for v in found]
     if dicts:
         if table != [h["hit_length"] for h in hits]:
             for h, n in zip(hits, table):
@@ -405,7 +405,7 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
                 continue
             attr, typ = spec
         try:
-            value = _number(val, typ)
+            value = fasta_number(val, typ)
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
         why = impossible(attr, value)
@@ -424,10 +424,10 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
     if not rest.endswith(b")"):
         raise bad("no '(length)' column")
     i = rest.rfind(b"(")
-    if i < 0 or not _INT.fullmatch(rest[i + 1 : -1]):
+    if i < 0 or not INT_PATTERN.fullmatch(rest[i + 1 : -1]):
         raise bad("malformed '(length)' column")
     length = int(rest[i + 1 : -1])
-    text = _decode(rest[:i].strip(), "hit description", source, line, warn)
+    text = decode_utf8(rest[:i].strip(), "hit description", source, line, warn)
     id_desc = text.split(None, 1)
     if not id_desc:
         raise bad("no hit id")
@@ -456,13 +456,13 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
     for col, val in zip(names, values):
         try:
             if col in _TABLE9_COORDS:
-                coords[col] = _number(val, int)
+                coords[col] = fasta_number(val, int)
                 continue
             spec = _TABLE9_COLS.get(col)
             if spec is None:
                 continue  # pn0 px0 pn1 px1: the bounds of the sequences
             name, typ = spec
-            v = _number(val, typ)
+            v = fasta_number(val, typ)
         except ValueError:
             raise bad(f"column {col!r} is not a number") from None
         why = impossible(name, v)
@@ -474,7 +474,7 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
             extra[name] = v
     if len(coords) == 4:
         for (a, b), dna, side in (((coords["an0"], coords["ax0"]), q_dna, "query"), ((coords["an1"], coords["ax1"]), h_dna, "hit")):
-            oriented = _orient(a, b, dna)
+            oriented = orient(a, b, dna)
             if oriented is None:
                 raise bad(f"protein {side} coordinates run backwards")
             setattr(hsp, side + "_start", oriented[0])
