@@ -23,9 +23,10 @@ one version — and up to :data:`BATCH_FILES` of them go in together:
 6. one delete of the batch's claims and its barrier.
 
 Whatever stops a batch (``kill -9``, a dead worker, the server restarting)
-leaves claims whose owner is gone: the next load drops each such content
-unless a ledger entry stands for it (:func:`recover_claim`), so a batch is
-loaded whole or not at all.  A server restart during the batch (its identity
+leaves claims whose owner is gone: the next load rolls each such content back
+unless a ledger entry stands for it (:func:`ingest.load.recovery.recover_claim`),
+so a batch is loaded whole or not at all.  The steps' verbs (claim, write, seal,
+commit, roll back, release) are the protocol's (:mod:`ingest.load.protocol`).  A server restart during the batch (its identity
 changed) sends the batch's files to the per-file protocol, which writes them
 again (documents are idempotent).
 """
@@ -43,19 +44,17 @@ from ingest import parsers
 from ingest.config import setting
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
 from ingest.fileio import GZIP_MAGIC, printable
-from ingest.load.claims import ClaimTimeout
-from ingest.load.content import MAX_BAD_RECORDS, MAX_ERRORS_KEPT, content_filters, documents_of
-from ingest.load.files import incarnation
+from ingest.load.content import MAX_BAD_RECORDS, MAX_ERRORS_KEPT, documents_of
 from ingest.load.outcome import FileOutcome
+from ingest.load.protocol import Context, drop_contents, incarnation
 from ingest.load.reading import Version, memory_stream, read_small
-from ingest.load.records import drop_records, replace_older, write_versions
+from ingest.load.records import replace_older, write_versions
 from ingest.load.writer import RECORDS
 from ingest.store.catalog import BATCHES, CLAIMS, LEDGER
 from ingest.store.mongo import durable, insert_new
 from ingest.timing import utcnow
 
-__all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", "Prepared", "prepare", "commit",
-           "recover_claim"]
+__all__ = ["SMALL_FILE_BYTES", "BATCH_FILES", "BATCH_DOCUMENTS", "BATCH_BYTES", "Prepared", "prepare", "commit"]
 
 #: A file this large or smaller (on disk) is read whole into memory and may join a batch
 #: (``SCI_INGEST_SMALL_FILE_BYTES``).
@@ -80,6 +79,22 @@ class Prepared:
     @property
     def key(self) -> str:
         return self.outcome.path
+
+    @property
+    def read(self) -> Version:
+        """The version read (a file that failed may not have been read: only those that were are loaded)."""
+        assert self.version is not None, f"{self.key} was not read"
+        return self.version
+
+    @property
+    def sha256(self) -> str:
+        return self.read.sha256
+
+    def fail(self, reason: str) -> None:
+        """Bad input: no documents; the first errors kept."""
+        self.outcome.fail(reason)
+        self.documents, self.failed = [], True
+        del self.outcome.errors[MAX_ERRORS_KEPT:]
 
 
 def prepare(key: str, worker: str, room: int, max_bad: int = MAX_BAD_RECORDS) -> Prepared | None:
@@ -107,35 +122,29 @@ def prepare(key: str, worker: str, room: int, max_bad: int = MAX_BAD_RECORDS) ->
     except ParseError as exc:
         if not outcome.errors:  # with bad records listed, exc is their summary
             outcome.errors.append({"line": exc.line, "reason": exc.reason})
-        _set_failed(prepared, str(exc))
+        prepared.fail(str(exc))
     except InputError as exc:  # not a known format, changed while read
-        _set_failed(prepared, str(exc))
+        prepared.fail(str(exc))
     except _READ_ERRORS as exc:
-        _set_failed(prepared, f"{key}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+        prepared.fail(f"{key}: cannot read: {getattr(exc, 'strerror', None) or exc}")
     outcome.parse_seconds = time.perf_counter() - started
     outcome.parsed = time.time()
     return prepared
 
 
-def _set_failed(prepared: Prepared, reason: str) -> None:
-    o = prepared.outcome
-    o.status, o.reason, o.records, prepared.documents, prepared.failed = "failed", reason, {}, [], True
-    del o.errors[MAX_ERRORS_KEPT:]
-
-
-def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
+def commit(ctx: Context, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
     """Load ``batch``: (the outcomes of the files it decided, the keys left to the per-file protocol)."""
     started = time.perf_counter()
     retry = ctx.retry
     known = ctx.ledger.lookup([p.key for p in batch], {"_id": 1})
     later = [p.key for p in batch if p.key in known]
     fresh = [p for p in batch if p.key not in known]
-    twins = ctx.ledger.contents_loaded(sorted({p.version.sha256 for p in fresh if not p.failed}))
+    twins = ctx.ledger.contents_loaded(sorted({p.sha256 for p in fresh if not p.failed}))
     loadable, seen = [], set()
     for p in fresh:
         if p.failed:
             continue
-        sha = p.version.sha256
+        sha = p.sha256
         if sha in twins or sha in seen:  # a duplicate content: the per-file protocol records it
             later.append(p.key)
         else:
@@ -146,7 +155,7 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
     lease = now + dt.timedelta(seconds=ctx.claims.lease_s)
     owner = ctx.owner.doc()
     _, taken = retry("claiming contents", insert_new, ctx.db[CLAIMS], [
-        {"_id": p.version.sha256, "owner": owner, "lease_until": lease, "batch": batch_id, "path": p.key}
+        {"_id": p.sha256, "owner": owner, "lease_until": lease, "batch": batch_id, "path": p.key}
         for p in loadable])
     if taken:  # held by another loader: theirs to finish, or the per-file protocol's to wait for
         held_elsewhere = set(taken)
@@ -175,7 +184,7 @@ def commit(ctx, batch: list[Prepared]) -> tuple[list[FileOutcome], list[str]]:
         if isinstance(exc, ServerUnavailable):
             raise
         # a document the server refuses: find its file, one file at a time
-        _abandon(ctx, batch_id, loadable)
+        _roll_back(ctx, batch_id, loadable)
         return [], later + [p.key for p in loadable + failed]
     outcomes, again = _commit_entries(ctx, loadable, failed, started)
     _release(ctx, batch_id)
@@ -186,7 +195,7 @@ class _Restarted(Exception):
     """The server's identity changed during the batch, or another loader took a claim over."""
 
 
-def _write_documents(ctx, loadable: list[Prepared]) -> None:
+def _write_documents(ctx: Context, loadable: list[Prepared]) -> None:
     """Every document of the batch in bulk; each file's counts on its outcome."""
     groups: dict[tuple[str, str], list[tuple[Prepared, dict]]] = {}
     for p in loadable:
@@ -208,7 +217,7 @@ def _write_documents(ctx, loadable: list[Prepared]) -> None:
                     p.outcome.inserted += 1
 
 
-def _write_records(ctx, coll: str, pairs: list[tuple[Prepared, dict]]) -> None:
+def _write_records(ctx: Context, coll: str, pairs: list[tuple[Prepared, dict]]) -> None:
     """Records of many files in one bulk; those already stored compared per file (exact counts)."""
     docs = [d for _, d in pairs]
     write_versions(ctx.db, coll, docs, ctx.retry)
@@ -227,19 +236,19 @@ def _write_records(ctx, coll: str, pairs: list[tuple[Prepared, dict]]) -> None:
         p.outcome.existing += kept
 
 
-def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
+def _commit_entries(ctx: Context, loadable: list[Prepared], failed: list[Prepared],
                     started: float) -> tuple[list[FileOutcome], list[str]]:
     """Insert every file's final entry; a file whose entry appeared meanwhile goes per file."""
     finished = utcnow()
     share = (time.perf_counter() - started) / max(1, len(loadable))
-    entries = []
+    entries: list[dict] = []
     for p in loadable:
         o = p.outcome
         o.load_seconds = share
         o.status = "loaded"
         entries.append({
-            "_id": o.path, "path": o.path, "status": "loaded", "sha256": o.sha256, "size": p.version.size,
-            "mtime": p.version.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
+            "_id": o.path, "path": o.path, "status": "loaded", "sha256": p.sha256, "size": p.read.size,
+            "mtime": p.read.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
             "updated": o.updated, "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
             "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
             "run_id": ctx.run_id, "finished": finished,
@@ -247,7 +256,7 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
                         "total": round(o.parse_seconds + share, 6)}})
     for p in failed:
         o = p.outcome
-        entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason, backslash=False),
+        entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason or "", backslash=False),
                         "errors": o.errors, "warnings": o.warnings, "warnings_total": o.warnings_total,
                         "failed_sha256": o.sha256, "run_id": ctx.run_id,
                         "finished": finished})
@@ -260,47 +269,20 @@ def _commit_entries(ctx, loadable: list[Prepared], failed: list[Prepared],
     gone = {entries[i]["_id"] for i in taken}  # another loader made these entries meanwhile:
     # the server's clock on the new entries (what analyses follow; until then they count as changed)
     ctx.ledger.stamp([e["_id"] for e in entries if e["_id"] not in gone])
-    for p in loadable:  # undo ours, and load them per file
-        if p.key in gone:
-            _drop_content(ctx, p.key, p.version.sha256)
+    # roll ours back (their claims are held), and load them per file
+    drop_contents(ctx, [p.sha256 for p in loadable if p.key in gone], held={p.sha256 for p in loadable})
     return [p.outcome for p in loadable + failed if p.key not in gone], sorted(gone)
 
 
-def _drop_content(ctx, key: str, sha: str) -> None:
-    """Delete what this batch wrote of ``sha`` (its claim is held), unless a path stands for it."""
-    if ctx.ledger.holds_content(sha, exclude=None):
-        return
-    for coll, selector in content_filters(sha):
-        ctx.retry(f"removing documents of {sha[:12]} from {coll}", ctx.db[coll].delete_many, selector)
-    drop_records(ctx.db, sha, ctx.retry)
-
-
-def _abandon(ctx, batch_id: str, loadable: list[Prepared]) -> None:
-    """Undo a batch that could not be written: its contents dropped, its claims released."""
-    for p in loadable:
-        _drop_content(ctx, p.key, p.version.sha256)
+def _roll_back(ctx: Context, batch_id: str, loadable: list[Prepared]) -> None:
+    """Undo a batch that could not be written: its contents rolled back, its claims released."""
+    shas = [p.sha256 for p in loadable]
+    drop_contents(ctx, shas, held=set(shas))
     _release(ctx, batch_id)
 
 
-def _release(ctx, batch_id: str) -> None:
+def _release(ctx: Context, batch_id: str) -> None:
     """The barrier first: claims left alone by a stop in between are recovered, and remove it too."""
     ctx.retry("removing the batch's barrier", ctx.db[BATCHES].delete_one, {"_id": batch_id})
     ctx.retry("releasing the batch's claims", ctx.db[CLAIMS].delete_many,
               {"batch": batch_id, "owner.id": ctx.owner.id})
-
-
-def recover_claim(ctx, held: dict, *, stopped: bool = False) -> bool:
-    """Finish a batch's claim whose owner stopped: its content's documents are dropped unless a
-    ledger entry stands for the content.  False when a live loader holds the claim now.
-
-    ``stopped``: the caller knows the owner is done (a ghost of this run, say), so the claim is
-    taken over at once; otherwise a live owner is waited for (it may finish its own)."""
-    sha = held["_id"]
-    takeover = (held.get("owner") or {}).get("id") if stopped else None
-    try:
-        with ctx.claims.content(sha, takeover=takeover):
-            _drop_content(ctx, held.get("path", ""), sha)
-    except ClaimTimeout:
-        return False
-    ctx.retry("removing a stale barrier", ctx.db[BATCHES].delete_one, {"_id": held.get("batch")})
-    return True

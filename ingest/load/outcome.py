@@ -66,6 +66,12 @@ class FileOutcome:
         self.started = self.started or self.ended
         self.parsed = min(self.parsed or self.started, self.ended)
 
+    def fail(self, reason: str) -> FileOutcome:
+        """It failed, for ``reason``: nothing of this version counts as written or held."""
+        self.status, self.reason = "failed", reason
+        self.records, self.inserted, self.updated, self.existing = {}, 0, 0, 0
+        return self
+
     def warn(self, message: str, keep: int = 50) -> None:
         """Count a warning (``path:line: what``); keep the first ``keep`` of them."""
         self.warnings_total += 1

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -33,21 +35,26 @@ from ingest.config import default_workers
 from ingest.errors import ConfigError, SciIngestError, ServerUnavailable, stopped_by
 from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER
-from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare, recover_claim
-from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner, is_dead
+from ingest.load.batch import BATCH_BYTES, BATCH_DOCUMENTS, BATCH_FILES, commit, prepare
+from ingest.load.claims import LEASE_S, MAX_WAIT_S, Claims, Owner
 from ingest.load.content import MAX_BAD_RECORDS
-from ingest.load.files import FileContext, InFlight, abandon, complete, recover, start
+from ingest.load.files import InFlight, complete, dry_run, roll_back_interrupted, start
 from ingest.load.indexes import add_written
 from ingest.load.keys import ensure_key_scheme
 from ingest.load.outcome import FileOutcome, LoadSummary
 from ingest.load.plan import FileTask, discover, group, plan
+from ingest.load.protocol import Context
 from ingest.load.records import ensure_versions
+from ingest.load.recovery import recover_others, recover_run, release_ghosts
 from ingest.load.writer import PipelinedWriter
-from ingest.store.catalog import BATCHES, CLAIMS, TIMINGS
+from ingest.store.catalog import TIMINGS
 from ingest.store.ledger import Ledger
 from ingest.store.mongo import insert_new, replace_documents, shared_client, write_concern_of
 from ingest.store.retry import Retry
 from ingest.timing import StageRecord, from_epoch
+
+if TYPE_CHECKING:  # distributed costs 0.5 s to import: a load with nothing new starts no cluster
+    from distributed import Client
 
 __all__ = ["LoadOptions", "LoadJob", "LoadStopped", "load_paths", "load_group", "resume_command"]
 
@@ -99,7 +106,7 @@ class LoadStopped(SciIngestError):
 
     def roll_back(self) -> list[str]:
         """Roll back what the workers left half-written; count what they finished (from the ledger)."""
-        done = _recover_run(self.job)
+        done = [] if self.job.options.dry_run else recover_run(_context(self.job))
         self.summary.rolled_back += done
         _add_finished(self.job, self.summary)
         if not self.job.options.dry_run:
@@ -116,7 +123,7 @@ class LoadStopped(SciIngestError):
 #: second): a reply that never comes is then a timeout, retried, not a hang.
 SOCKET_TIMEOUT_MS = 120_000
 
-_CONTEXTS: dict[tuple, FileContext] = {}
+_CONTEXTS: dict[tuple, Context] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
@@ -125,7 +132,7 @@ def _client(uri: str, write_concern: dict | None):
     return shared_client(uri, write_concern=write_concern, retry_writes=False, socket_timeout_ms=SOCKET_TIMEOUT_MS)
 
 
-def _context(job: LoadJob) -> FileContext:
+def _context(job: LoadJob) -> Context:
     """This thread's context for ``job``: the process's client; a ledger, claim set and writer
     of its own (a Dask worker with several threads runs several loaders), reused across tasks."""
     key = (os.getpid(), threading.get_ident(), repr(job))
@@ -133,23 +140,19 @@ def _context(job: LoadJob) -> FileContext:
         return _CONTEXTS.get(key) or _new_context(job, key)
 
 
-def _new_context(job: LoadJob, key: tuple) -> FileContext:
+def _new_context(job: LoadJob, key: tuple) -> Context:
     db = _client(job.uri, job.options.write_concern)[job.db_name]
     retry = Retry(job.options.retry_s, uri=job.uri, server_pid=job.server_pid)
     slot = sum(1 for k in _CONTEXTS if k[0] == key[0] and k[2] == key[2])
     owner = Owner.this_process(job.run_id, slot)
-    live = not job.options.dry_run
-    ctx = _CONTEXTS[key] = FileContext(
-        db=db, run_id=job.run_id, owner=owner, retry=retry,
-        claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s) if live else None,
-        ledger=Ledger(db, retry) if live else None,
-        writer=PipelinedWriter(db, retry) if live else None,
-        batch_size=job.options.batch_size, force=job.options.force, dry_run=job.options.dry_run,
-        max_bad_records=job.options.max_bad_records)
+    ctx = _CONTEXTS[key] = Context(
+        db=db, run_id=job.run_id, owner=owner, retry=retry, claims=Claims(db, owner, retry, job.lease_s, job.max_wait_s),
+        ledger=Ledger(db, retry), writer=PipelinedWriter(db, retry), batch_size=job.options.batch_size,
+        force=job.options.force, max_bad_records=job.options.max_bad_records)
     return ctx
 
 
-def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]:
+def load_group(job: LoadJob, keys: list[str], new: Sequence[str] = ()) -> list[dict]:
     """Load the files ``keys`` (a Dask task); their outcomes as dicts.
 
     Small files of ``new`` (files the ledger did not know when the load was
@@ -163,7 +166,7 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
     outcomes: list[FileOutcome] = []
     flights: list[InFlight] = []
     try:
-        if not job.options.dry_run and new:
+        if new:
             keys = _load_batches(ctx, keys, set(new), outcomes)
         for key in keys:
             step = start(ctx, key)
@@ -176,25 +179,41 @@ def load_group(job: LoadJob, keys: list[str], new: list[str] = ()) -> list[dict]
         while flights:
             outcomes.append(complete(ctx, flights.pop(0)))
         _decided(outcomes)
-        if not job.options.dry_run:
-            try:
-                _record_file_timings(ctx, job, outcomes)
-            except ServerUnavailable:
-                if not ctx.retry.server_gone():
-                    raise  # with the retries it spent, counted below as every other stop's
-                # the private server exited after these files were loaded: they are reported as
-                # loaded, and the run stops with the server's exit at its next operation
+        try:
+            _record_file_timings(ctx, job, outcomes)
+        except ServerUnavailable:
+            if not ctx.retry.server_gone():
+                raise  # with the retries it spent, counted below as every other stop's
+            # the private server exited after these files were loaded: they are reported as
+            # loaded, and the run stops with the server's exit at its next operation
     except BaseException as exc:
         for flight in flights:
-            abandon(ctx, flight.outcome.path)
+            roll_back_interrupted(ctx, flight.outcome.path)
         # what the task did before the stop, for the report (pickled with the error across Dask): the files
         # it finished and the retries none of them counted (a window of retries spent on the one that failed)
-        exc.finished = [o.as_dict() for o in _decided(outcomes)]
-        exc.retries = max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
+        _carry(exc, _decided(outcomes), max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes)))
         raise
     if outcomes:  # retries no file counted (a batch handed back, the timings' write) go on the last one
         outcomes[-1].retries += max(0, ctx.retry.retries - retries - sum(o.retries for o in outcomes))
     return [o.as_dict() for o in outcomes]
+
+
+def _dry_run_group(job: LoadJob, keys: list[str]) -> list[dict]:
+    """A dry run's task: each file read, parsed and built; nothing claimed, nothing written."""
+    worker, outcomes = f"{socket.gethostname()}:{os.getpid()}", []
+    try:
+        for key in keys:
+            outcomes.append(dry_run(key, worker, job.options.batch_size, job.options.max_bad_records))
+    except BaseException as exc:  # what it finished, for the report (as a load's task)
+        _carry(exc, _decided(outcomes), 0)
+        raise
+    return [o.as_dict() for o in _decided(outcomes)]
+
+
+def _carry(exc: BaseException, finished: list[FileOutcome], retries: int) -> None:
+    """What a stopped task did, for the report: the files it finished and the retries none of them
+    counted, on its error (pickled with it across Dask; :func:`load_paths` reads them)."""
+    vars(exc).update(finished=[o.as_dict() for o in finished], retries=retries)
 
 
 def _decided(outcomes: list[FileOutcome]) -> list[FileOutcome]:
@@ -205,7 +224,7 @@ def _decided(outcomes: list[FileOutcome]) -> list[FileOutcome]:
     return outcomes
 
 
-def _load_batches(ctx: FileContext, keys: list[str], new: set[str], outcomes: list[FileOutcome]) -> list[str]:
+def _load_batches(ctx: Context, keys: list[str], new: set[str], outcomes: list[FileOutcome]) -> list[str]:
     """Load the small new files of ``keys`` in batches, their outcomes added to ``outcomes`` as each batch
     commits (a stop keeps those); the keys left to load one by one."""
     rest: list[str] = []
@@ -240,7 +259,7 @@ def _load_batches(ctx: FileContext, keys: list[str], new: set[str], outcomes: li
     return rest
 
 
-def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutcome]) -> None:
+def _record_file_timings(ctx: Context, job: LoadJob, outcomes: list[FileOutcome]) -> None:
     """A parse and a load row per file written, with the worker (one round trip per task)."""
     rows = []
     for o in outcomes:
@@ -266,7 +285,7 @@ def _record_file_timings(ctx: FileContext, job: LoadJob, outcomes: list[FileOutc
 
 # ------------------------------------------------------------------ driver side
 def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: LoadOptions = LoadOptions(), *,
-               server_kind: str | None = None, dask: Callable[[], object] | None = None,
+               server_kind: str | None = None, dask: Callable[[], Client] | None = None,
                log: Callable[[str], None] | None = None,
                on_plan: Callable[[list[FileTask]], None] | None = None,
                server_pid: int | None = None, lineage: dict | None = None) -> LoadSummary:
@@ -312,7 +331,7 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
         rekeyed = ensure_key_scheme(db, retry)  # once per database: one read afterwards
         if rekeyed is not None and rekeyed.moved:
             log(rekeyed.note())
-        summary.rolled_back += _recover_orphans(job, {t.key for t in todo})
+        summary.rolled_back += recover_others(_context(job), {t.key for t in todo})
     if on_plan is not None:
         on_plan(todo)
     groups = group(todo, summary.workers)
@@ -327,10 +346,10 @@ def load_paths(uri: str, db_name: str, paths: Sequence, run_id: str, options: Lo
         summary.retries += retry.retries + getattr(exc, "retries", 0)
         if client is not None:
             client.cancel(list(_PENDING))
-        cause = None if summary.interrupted else exc
+        cause = exc if isinstance(exc, ServerUnavailable) else None
         raise LoadStopped(summary, job, resume_command(), cause, stopped_by(exc)) from None
     if not options.dry_run:
-        _release_leftovers(job)
+        release_ghosts(_context(job))
         add_written(db, _inserted(summary), retry)
     summary.retries += retry.retries
     return summary
@@ -355,7 +374,7 @@ def _inserted(summary: LoadSummary) -> int:
 _PENDING: set = set()
 
 
-def _worker_count(dask, options: LoadOptions) -> int:
+def _worker_count(dask: Client | None, options: LoadOptions) -> int:
     if dask is None:
         return 1
     try:
@@ -364,7 +383,7 @@ def _worker_count(dask, options: LoadOptions) -> int:
         return options.workers
 
 
-def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], dask, summary: LoadSummary, log,
+def _run_groups(job: LoadJob, groups: list[list[str]], news: list[list[str]], dask: Client | None, summary: LoadSummary, log,
                 progress: bool, n_files: int, given: dict[str, str]) -> None:
     bar = _progress(n_files, progress)
     try:
@@ -420,51 +439,6 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="load", unit="file", disable=None, leave=False)
 
 
-def _recover_orphans(job: LoadJob, loading_now: set[str]) -> list[str]:
-    """Finish what interrupted loads left behind on paths this load will not touch."""
-    ctx = _context(job)
-    stale = ctx.ledger.held({}) + ctx.ledger.dropping()
-    done = []
-    for entry in stale:
-        key = entry["_id"]
-        if key in loading_now or _alive(ctx, job, entry):
-            continue
-        if recover(ctx, key):
-            done.append(key)
-    for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find())):
-        if not _alive(ctx, job, held):  # its owner stopped
-            _let_go_of(ctx, held)
-    _sweep_barriers(ctx)
-    return done
-
-
-def _sweep_barriers(ctx: FileContext) -> None:
-    """A batch holds its claims for as long as its barrier exists: a barrier without is a leftover."""
-    for barrier in ctx.retry("reading barriers", lambda: list(ctx.db[BATCHES].find({}, {"_id": 1}))):
-        if not ctx.retry("reading claims", ctx.db[CLAIMS].find_one, {"batch": barrier["_id"]}):
-            ctx.retry("removing a stale barrier", ctx.db[BATCHES].delete_one, {"_id": barrier["_id"]})
-
-
-def _let_go_of(ctx: FileContext, held: dict) -> None:
-    """A claim whose owner stopped: a batch's content is dropped unless a path stands for it
-    (:func:`ingest.load.batch.recover_claim`); any other claim protects nothing any more.
-
-    Its owner stopped (dead, lease over, or a ghost of this run: a claim whose release a
-    restarted server lost, while the worker that held it lives on), so it is taken over at
-    once: waiting for the lease kept a finished load running another minute."""
-    if held.get("batch"):
-        recover_claim(ctx, held, stopped=True)
-    else:
-        ctx.retry("releasing a stale claim", ctx.db[CLAIMS].delete_one,
-                  {"_id": held["_id"], "owner.id": (held.get("owner") or {}).get("id")})
-
-
-def _alive(ctx: FileContext, job: LoadJob, held: dict) -> bool:
-    """Whether the owner of ``held`` (an entry or a claim) may still be working on it."""
-    owner = held.get("owner")
-    return bool(owner) and not is_dead(owner) and owner.get("run_id") != job.run_id and not _lease_over(ctx, held)
-
-
 def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
     """Files this run finished whose task did not report back before the stop."""
     if job.options.dry_run:
@@ -483,38 +457,3 @@ def _add_finished(job: LoadJob, summary: LoadSummary) -> None:
                 size=e.get("size", 0), records=dict(e.get("records") or {}), inserted=e.get("inserted", 0),
                 updated=e.get("updated", 0), existing=e.get("existing", 0),
                 set_aside_total=e.get("set_aside_total", 0)))
-
-
-def _release_leftovers(job: LoadJob) -> None:
-    """After a finished load: claims of this run still on record are ghosts (a server that
-    restarted lost their release); let them go, and finish any entry they still hold."""
-    ctx = _context(job)
-    for held in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find({"owner.run_id": job.run_id}))):
-        _let_go_of(ctx, held)
-    for entry in ctx.ledger.held({"owner.run_id": job.run_id}):
-        recover(ctx, entry["_id"])
-    _sweep_barriers(ctx)
-
-
-def _lease_over(ctx: FileContext, entry: dict) -> bool:
-    lease = entry.get("lease_until")
-    return lease is None or lease < ctx.claims.now()
-
-
-def _recover_run(job: LoadJob) -> list[str]:
-    """After a stop: roll back the files this run's workers left half-written (if the server answers)."""
-    if job.options.dry_run:
-        return []
-    ctx = _context(job)
-    ctx.retry.budget_s = min(ctx.retry.budget_s, 10.0)
-    ctx.claims.max_wait_s = min(ctx.claims.max_wait_s, 10.0)  # a worker still alive finishes its own
-    try:
-        held = ctx.ledger.held({"owner.run_id": job.run_id})
-        done = [e["_id"] for e in held if recover(ctx, e["_id"])]
-        for claim in ctx.retry("reading claims", lambda: list(ctx.db[CLAIMS].find(
-                {"owner.run_id": job.run_id, "batch": {"$exists": True}}))):
-            if recover_claim(ctx, claim):
-                done.append(claim.get("path", claim["_id"]))
-        return done
-    except SciIngestError:
-        return []  # the server is gone too: the next run finishes the rollback
