@@ -187,10 +187,11 @@ def _check_records(handle, version: Version, read_records, outcome: FileOutcome,
         if not isinstance(item, ParseError):
             for message in item.warnings:  # numbers that are not finite (the value policy)
                 outcome.warn(f"{version.key}:{item.line}: {message}", MAX_ERRORS_KEPT)
+            def warn_at(message: str, line: int = item.line) -> None:
+                outcome.warn(f"{version.key}:{line}: {message}", MAX_ERRORS_KEPT)
+
             try:  # build its document: pass 2 must not meet a bad one
-                doc = record_document(item, sha256=version.sha256, path=outcome.path,  # dates kept as found
-                                      warn=lambda message, line=item.line: outcome.warn(f"{version.key}:{line}: {message}",
-                                                                        MAX_ERRORS_KEPT))
+                doc = record_document(item, sha256=version.sha256, path=outcome.path, warn=warn_at)  # dates as found
             except ParseError as exc:
                 item = exc
             else:

@@ -100,6 +100,8 @@ class _Holder:
     the declared type costs a lookup and a type test (a float64 also takes an integer within ±2^53,
     a list<string> a list of strings), and the objects (or lists) on the way to deeper fields."""
 
+    indexed: bool  # its keys are a list's indexes (else an object's names)
+
     def __init__(self, paths: list[tuple[str, str]], prefix: str = ""):
         firsts: dict[str, list[tuple[str, str]]] = {}
         for path, kind in paths:
@@ -107,7 +109,9 @@ class _Holder:
             firsts.setdefault(head, []).append((rest, kind))
         self.kinds: dict = {}  # key -> (path, kind), for the slow path
         exact: dict[type, list] = {}
-        floats, lists, below = [], [], []
+        floats: list = []
+        lists: list = []
+        below: list[tuple[Any, type, _Holder]] = []
         for head, rests in firsts.items():
             key: Any = int(head) if head.isdigit() else head
             path = f"{prefix}.{head}" if prefix else head

@@ -38,7 +38,6 @@ import stat as _stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from ingest.errors import InputError
 from ingest.fileio import GZIP_MAGIC, NotRegularFile, kind_of
@@ -166,7 +165,7 @@ def hash_version(key: str, watch: Callable[[bytes, int], None] | None = None) ->
 
 
 @contextmanager
-def read_pass(version: Version) -> Iterator[BinaryIO]:
+def read_pass(version: Version) -> Iterator[io.BufferedIOBase]:
     """The file's (gunzipped) bytes for one pass of a parser; the pass is checked to have read
     exactly ``version``: :class:`Changed` otherwise, also in place of the error of a parser that
     met the other version's bytes."""
@@ -230,7 +229,7 @@ def read_small(key: str, limit: int) -> tuple[Version, bytes] | None:
     return version, data
 
 
-def memory_stream(data: bytes) -> BinaryIO:
+def memory_stream(data: bytes) -> io.BufferedIOBase:
     """A parser's handle on bytes read by :func:`read_small` (gunzipped as it is read)."""
     handle = io.BytesIO(data)
     return gzip.GzipFile(fileobj=handle, mode="rb") if data[:2] == GZIP_MAGIC else handle
@@ -244,7 +243,7 @@ class PastHead(BaseException):
 class _Capped(io.RawIOBase):
     """The first ``cap`` bytes of ``handle``; a read past them raises :class:`PastHead`."""
 
-    def __init__(self, handle: BinaryIO, cap: int):
+    def __init__(self, handle: io.BufferedIOBase, cap: int):
         self._handle = handle
         self._left = cap
         self.given = 0
@@ -270,7 +269,7 @@ class _Capped(io.RawIOBase):
 
 
 @contextmanager
-def read_head(key: str, cap: int) -> Iterator[BinaryIO]:
+def read_head(key: str, cap: int) -> Iterator[io.RawIOBase]:
     """The file's first ``cap`` (gunzipped) bytes, for a parser's look before the file is hashed;
     a read past them raises :class:`PastHead`.  ``tell()`` says how many bytes were given."""
     fd = _open(key)

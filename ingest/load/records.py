@@ -164,7 +164,8 @@ def _settle_ops(db, coll: str, keys: list, retry: Retry) -> tuple[list, list]:
             newest[key] = version
     stored = {d["_id"]: (d.get("_source") or {}).get("sha256") for d in retry(f"reading {coll}", lambda: list(
         db[coll].find({"_id": {"$in": keys}}, {"_source.sha256": 1})))}
-    ops, changed = [], []
+    ops: list[DeleteOne | InsertOne | ReplaceOne] = []
+    changed = []
     for key in keys:
         target = newest.get(key)
         want = target["_id"]["s"] if target else None
