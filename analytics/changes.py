@@ -83,7 +83,7 @@ def changes(db, key: str, sources: set[str], *, follow: bool = True) -> Changes:
     after = {"since": now, "seen": [[e["_id"], e.get("sha256")] for e in recent] if len(recent) <= SEEN_MAX
              else None}
     found = Changes(now=now, state=state, after=after)
-    if found.known:
+    if state is not None and found.known:
         seen = {(path, sha) for path, sha in state.get("seen") or ()}
         found.pending = [e for e in entries if (e["_id"], e.get("sha256")) not in seen and _touches(e, sources)]
     return found
@@ -136,7 +136,9 @@ def record_state(db, key: str, after: dict, **fields) -> None:
 def _touches(entry: dict, sources: set[str]) -> bool:
     """Whether the entry's file wrote into one of ``sources``, or replaced a content (whose
     documents may have been there)."""
-    records = entry.get("records") if isinstance(entry.get("records"), dict) else {}
+    records = entry.get("records")
+    if not isinstance(records, dict):
+        records = {}
     return any(isinstance(records.get(s), int) and records[s] > 0 for s in sources) or bool(entry.get("previous"))
 
 

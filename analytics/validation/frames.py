@@ -60,7 +60,8 @@ def build_frame(spec: SuiteSpec, documents: Iterable[dict], max_rows: int | None
         {c: pd.Series([], dtype=object) for c in spec.fields})
     fields = list(spec.fields)
     for col in spec.numeric:
-        converted, offending = [], []
+        converted: list[float] = []
+        offending: list[str | None] = []
         at = fields.index(col)
         # the rows, not the frame: pandas would read a stored NaN and a missing value alike
         for value in (row[at] for row in rows):

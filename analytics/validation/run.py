@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from analytics.validation.results import (
     DEFAULT_SAMPLE_SIZE,
@@ -29,6 +30,9 @@ from analytics.validation.tables import SOURCES as TABLE_SOURCES, TABLES_SUITE, 
 from ingest.cluster import thread_count
 from ingest.errors import ConfigError
 from ingest.store.catalog import VALIDATION as RUNS_COLLECTION
+
+if TYPE_CHECKING:  # analytics.changes imports pymongo, which importing analytics.validation must not
+    from analytics.changes import Changes
 
 __all__ = ["validate", "suites_to_check", "RUNS_COLLECTION"]
 
@@ -112,7 +116,7 @@ class _Follow:
     """One suite's changes since its verdict (``validate`` following changes)."""
 
     key: str
-    changes: object  # analytics.changes.Changes
+    changes: Changes
     published: str | None  # the run that last published the suite's collection, for an analysis's output
     definition: str
     standing: dict | None = None  # the stored result that stands: nothing the suite reads changed
@@ -132,7 +136,7 @@ def _follow(db, specs: list[SuiteSpec], incremental: bool) -> dict[str, _Follow]
         follow = _Follow(key, changes(db, key, {spec.collection}, follow=incremental),
                          (output or {}).get("published"), _definition(spec))
         state = follow.changes.state
-        if (incremental and follow.changes.known and state.get("verdict")
+        if (incremental and state is not None and follow.changes.known and state.get("verdict")
                 and state.get("published") == follow.published and state.get("definition") == follow.definition):
             doc = db[RUNS_COLLECTION].find_one({"_id": state["verdict"]})
             if doc is not None and not doc.get("truncated"):
@@ -153,9 +157,10 @@ def _additions(spec: SuiteSpec, pending: list[dict]) -> list[dict] | None:
         return None
     selectors = [content_selector(spec.collection, e["sha256"]) for e in pending
                  if not e.get("duplicate_of") and isinstance(e.get("sha256"), str)]
-    if any(s is None for s in selectors):
+    owned = [s for s in selectors if s is not None]
+    if len(owned) < len(selectors):
         return None
-    return [{"$and": [spec.filter, s]} if spec.filter else s for s in selectors]
+    return [{"$and": [spec.filter, s]} if spec.filter else s for s in owned]
 
 
 def suites_to_check(uri: str, db_name: str, suites_dir: Path | None = None) -> dict[str, int | None]:
@@ -268,7 +273,8 @@ def _check_all(db, specs: list[SuiteSpec], max_rows: int | None, sample_size: in
         accumulator = Accumulator(spec.all_expectations(), sample_size)
         query: dict | list[dict] = spec.filter or {}
         if mine is not None and mine.added is not None:  # the new documents, merged into the results kept
-            accumulator.restore(mine.changes.state["results"])
+            # added is set only from a state that has results (_follow)
+            accumulator.restore(cast(dict, mine.changes.state)["results"])
             query = mine.added
         suite = _Suite(spec, accumulator, datetime.now(UTC), time.perf_counter(),
                        rows_before=accumulator.rows if mine is not None and mine.added is not None else None)

@@ -224,9 +224,9 @@ class Accumulator:
             kind = self.expectations[i]["type"]
             current = self.merged[i]
             if current is None:
-                self.merged[i] = dict(result)
+                self.merged[i] = first = dict(result)
                 if not _is_map(kind) and kind not in UNIQUE_TYPES:
-                    self.merged[i]["per_chunk"] = True
+                    first["per_chunk"] = True
                 continue
             current["success"] = current["success"] and result["success"]
             current["exception"] = current.get("exception") or result.get("exception")

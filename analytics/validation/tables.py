@@ -118,8 +118,9 @@ def fresh_within() -> float | None:
 
 def freshness(db, now: dt.datetime) -> list[dict]:
     out = []
-    newest = next(iter(db[LEDGER].find({"status": "loaded", "changed_at": {"$ne": None}}, {"changed_at": 1})
-                       .sort("changed_at", -1).limit(1)), {}).get("changed_at")
+    latest = next(iter(db[LEDGER].find({"status": "loaded", "changed_at": {"$ne": None}}, {"changed_at": 1})
+                       .sort("changed_at", -1).limit(1)), None)
+    newest = None if latest is None else latest.get("changed_at")
     hours = fresh_within()
     if newest is not None and hours is not None:
         limit = now - dt.timedelta(hours=hours)
