@@ -92,7 +92,7 @@ class Scope:
     documents: int | None = None
 
     def describe(self) -> dict:
-        out = {"mode": self.mode, "reason": self.reason}
+        out: dict[str, str | int] = {"mode": self.mode, "reason": self.reason}
         if self.mode in ("changed", "merged"):
             out["files"] = self.files
         return out
@@ -119,7 +119,7 @@ def plan_scope(analysis, uri: str, db_name: str, out_dir: Path | Outputs, increm
     unfit = unfit_reason(outputs.path(analysis), analysis, outputs, (found.state or {}).get("published"))
     if unfit:
         return whole(f"whole collection: {unfit}")
-    if not found.known:
+    if found.state is None or not found.known:  # known: a state, with a "since"
         return whole(f"whole collection: no record of what {analysis.name}'s output covers (its first run "
                      "that follows changes)")
     pending = found.pending

@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,7 +160,7 @@ class Analysis:
     description: str
     source: str
     columns: tuple[Column, ...]
-    partition: Callable[[Any], Any]
+    partition: Callable[..., Any]  # (frame), or (frame, side) with a side input (join)
     output: str
     output_id: str
     outputs: tuple[OutputColumn, ...]
@@ -261,7 +261,7 @@ class Analysis:
         ``per_group`` when declared (each unit through ``map_units(per_group, units)``,
         by default here, one after the other), then combine."""
         early: dict[str, int] = {}
-        if self.regroup is not None:
+        if self.regroup is not None and self.per_group is not None:  # declared together (__post_init__)
             units, early = self.regroup(list(partials))
             units = list(units)
             partials = (map_units or _map_here)(self.per_group, units) if units else []
@@ -283,7 +283,7 @@ class Analysis:
         return self.finish([self.apply(f, side) for f in frames])
 
     def describe(self) -> dict:
-        described = {"name": self.name, "source": self.source, "output": self.output,
+        described: dict[str, Any] = {"name": self.name, "source": self.source, "output": self.output,
                      "parquet": self.parquet_name, "description": self.description,
                      "questions": list(self.questions), "indexes": [[list(k) for k in ix] for ix in self.indexes],
                      "outputs": [c._asdict() for c in self.outputs]}
@@ -386,7 +386,7 @@ def get_analysis(name: str) -> Analysis:
         raise UnknownAnalysis([name], analysis_names()) from None
 
 
-def select_analyses(wanted: list[str] | tuple[str, ...] | None) -> list[Analysis]:
+def select_analyses(wanted: Sequence[str] | None) -> list[Analysis]:
     """The named analyses in the order given (all when ``wanted`` is empty or None)."""
     if not wanted:
         return all_analyses()

@@ -61,7 +61,7 @@ from analytics.published import check_published
 from analytics.reading.partitions import range_filter, read_collection, read_partition
 from analytics.reading.planning import plan_reads
 from analytics.reading.streaming import chunk_frame, read_chunks
-from analytics.registry import Analysis, output_table, select_analyses
+from analytics.registry import Analysis, Side, output_table, select_analyses
 from ingest.cluster import dask_client, thread_count
 from ingest.errors import AnalysisError, ConfigError, SciIngestError
 from ingest.store.indexes import exact_indexes
@@ -154,7 +154,7 @@ def _side_frame(side, parts: list):
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
 
 
-def _read_side(analysis: Analysis, client, uri: str, db_name: str) -> tuple[object, dict]:
+def _read_side(analysis: Analysis, side: Side, client, uri: str, db_name: str) -> tuple[object, dict]:
     """(a future of the side input's whole frame, how it was read): read on the workers, kept there.
 
     The side is planned like a source (ranges of its key where the server can
@@ -163,7 +163,6 @@ def _read_side(analysis: Analysis, client, uri: str, db_name: str) -> tuple[obje
     concatenated on a worker; the partitions get the future, so the frame never
     passes through this process.
     """
-    side = analysis.join
     key = side.key_path
     if key != "_id":
         _ensure_index(uri, db_name, side.source, key)
@@ -183,7 +182,7 @@ def stream_chunks(analysis: Analysis, client, stream, side: tuple = ()) -> list[
     """Hand each chunk of the stream to a worker as it arrives; at most four chunks per thread in flight."""
     window = 4 * thread_count(client)
     running: deque = deque()
-    done = []
+    done: list[tuple[int, object, list]] = []
     args = (analysis.partition, stream.columns)
     keys_of = None if stream.sorted else stream.group_key  # a group's chunks are known only to an unsorted stream
     for count, raw in read_chunks(stream):
@@ -237,9 +236,10 @@ def _compute(analysis: Analysis, client, uri: str, db_name: str, n: int | None, 
     range, an index seek)."""
     from dask import delayed  # noqa: PLC0415 - lazy: this module must import light (tests/test_analytics.py); dask costs 0.1 s
 
-    side, joined = (), None
+    side: tuple = ()
+    joined = None
     if analysis.join is not None:
-        future, joined = _read_side(analysis, client, uri, db_name)
+        future, joined = _read_side(analysis, analysis.join, client, uri, db_name)
         side = (future,)
     if key != "_id":
         _ensure_index(uri, db_name, analysis.source, key)  # before planning: the plans depend on it

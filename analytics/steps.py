@@ -59,8 +59,10 @@ def analyze_step(conn: Connection, timings: Timings, settings: Settings, names: 
                 deciding = utcnow()
                 # the changed files' documents are what a run following changes reads: the ledger counts them
                 read = [scopes[a.name].documents if a.name in scopes else None for a in analyses]
-                if None not in read and not run_cluster.started and not settings.dask_scheduler and settings.small_work > 0:
-                    small = sum(read) if sum(read) <= settings.small_work else None
+                counted = [n for n in read if n is not None]
+                if (len(counted) == len(read) and not run_cluster.started and not settings.dask_scheduler
+                        and settings.small_work > 0):
+                    small = sum(counted) if sum(counted) <= settings.small_work else None
                 else:
                     sources = {c for a in analyses for c in (a.source, a.join and a.join.source) if c}
                     small = small_work(conn, settings, run_cluster, sources)

@@ -200,18 +200,20 @@ def document_weight(db, collection: str) -> tuple[float, int] | None:
     until a loaded file changes the collection (:mod:`analytics.changes`: an index seek)."""
     key = f"weight:{collection}"
     found = changes(db, key, {collection})
-    known = found.known and found.state.get("bytes") and found.state.get("documents")
-    if known and not found.pending:
-        return float(found.state["bytes"]), int(found.state["documents"])
-    if known:  # the changed files' documents, averaged with what was measured before (as if of 200 at most)
+    known = found.state  # what was measured before, when it was
+    if not (found.known and known is not None and known.get("bytes") and known.get("documents")):
+        known = None
+    if known is not None and not found.pending:
+        return float(known["bytes"]), int(known["documents"])
+    if known is not None:  # the changed files' documents, averaged with what was measured before (as if of 200 at most)
         contents = _fewest_first([e for e in found.pending if e.get("status") == "loaded"], collection)
         measured = stored_bytes_per_document(db, collection, contents)
         if measured is not None:
-            before = min(int(found.state["documents"]), 200)
+            before = min(int(known["documents"]), 200)
             total = measured[1] + before
-            measured = ((measured[0] * measured[1] + float(found.state["bytes"]) * before) / total, total)
+            measured = ((measured[0] * measured[1] + float(known["bytes"]) * before) / total, total)
         else:
-            measured = float(found.state["bytes"]), int(found.state["documents"])
+            measured = float(known["bytes"]), int(known["documents"])
     else:
         measured = stored_bytes_per_document(db, collection)
     if measured is not None:
