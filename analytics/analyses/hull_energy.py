@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import warnings
 from itertools import combinations
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,7 @@ def hull_partial(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
             formula, _, reason = document_formula((("composition", amounts[i]),), elements,
                                                   (("formula_pretty", pretty),))
             if formula is None:
+                reason = cast(str, reason)  # document_formula gives a reason whenever it gives no formula
                 excluded["no_composition" if reason == "no_formula" else reason] += 1
                 continue
             parts, reduced = formula.fractions, formula.reduced

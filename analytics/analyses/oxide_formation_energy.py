@@ -173,8 +173,9 @@ def plot_oxides(frame: pd.DataFrame):
     gap.set_ylim(bottom=0)
     ax.set_title(f"{int(data['count'].sum()):,} oxides by formation-energy ceiling, with their mean band gap",
                  fontsize=10)
-    handles = ax.get_legend_handles_labels()[0] + gap.get_legend_handles_labels()[0]
-    gap.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right")  # above both
+    handles, labels = ax.get_legend_handles_labels()
+    gap_handles, gap_labels = gap.get_legend_handles_labels()
+    gap.legend(handles + gap_handles, labels + gap_labels, fontsize=8, loc="upper right")  # above both
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     return fig

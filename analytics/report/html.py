@@ -98,7 +98,7 @@ def _when(moment: dt.datetime | None) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _size(n: int | None) -> str:
+def _size(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KB", "MB", "GB"):
@@ -203,7 +203,8 @@ def collect(conn, settings, run_id: str | None = None, runs: int = DEFAULT_RUNS)
         timed = stages or list(timings.find({"run_id": run_id}, {"started": 1, "ended": 1}))
         last = max((r.get("ended") or r.get("started") for r in timed), default=None)
         first = min((s for s in (past.real_start(r.get("started")) for r in timed) if s), default=last)
-        history, history_rows = past.history(timings, first, runs)
+        # no row of the run has a time (first None): no run started by then, as the server would answer
+        history, history_rows = past.history(timings, first, runs) if first is not None else ([], [])
         validation = list(db[VALIDATION].find({"run_id": run_id}, {"_id": 0}).sort("suite", 1))
         analyses = all_analyses()
         folder = outputs_of(settings, conn).folder  # this database's Parquet files, unless the run recorded others
@@ -262,7 +263,8 @@ STAGE_COLUMNS = [("stage", "stage"), ("records_in", "records in"), ("records_out
 
 
 def _row_class(row: dict) -> str:
-    return row.get("status") if row.get("status") in ("failed", "partial") else ""
+    status = row.get("status")
+    return status if status in ("failed", "partial") else ""
 
 
 def _badge(status: str) -> str:
