@@ -216,19 +216,18 @@ extra           any other ``xx_*`` line of the alignment, typed as for ``params`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from io import BufferedIOBase
 
 from ingest.errors import ParseError
 from ingest.model import Query
 from ingest.parsers.pasta.query import parse_queries
-from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, Reader
+from ingest.parsers.pasta.reader import CHUNK, MAX_BLOCK, MAX_LINE, BinaryReadable, Reader
 from ingest.parsers.pasta.spool import SPILL_HITS, HitSpool
 
 __all__ = ["parse", "parse_dicts", "MAX_LINE", "MAX_BLOCK", "SPILL_HITS", "HitSpool"]
 
 
 def parse(
-    handle: BufferedIOBase,
+    handle: BinaryReadable,
     source: str = "<stream>",
     *,
     sequences: bool = True,
@@ -247,7 +246,7 @@ def parse(
 
 
 def parse_dicts(
-    handle: BufferedIOBase,
+    handle: BinaryReadable,
     source: str = "<stream>",
     *,
     sequences: bool = True,

@@ -115,7 +115,7 @@ _BUILDERS: dict[tuple[str, ...], Callable] = {}
 _BUILT_FIELDS = tuple(f for f in _HSP_FIELD_ORDER if f not in ("evalue2", "consensus", "extra"))
 
 
-def _dict_builder(absent: tuple[str, ...]) -> Callable:
+def _dict_builder(absent: tuple[str, ...]) -> Callable[..., dict]:
     """A function of the values of ``_BUILT_FIELDS`` (positional, in that order) that
     returns ``Hsp.to_dict()`` without consensus and extra: a dict display of the fields
     not in ``absent``, in the order of Hsp's slots.  ``absent`` lists the fields that
@@ -181,7 +181,8 @@ def _code_extra(code: bytes, ann: bytes | None) -> dict:
     return extra
 
 
-def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit], ids: list[bytes]):
+def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit | dict], ids: list[bytes]
+              ) -> tuple[int, bool, int]:
     """Parse hits in the usual layout in the read buffer, from the ``>>`` line at
     ``buf[pos]``, while they start before ``stop`` and end (at the next ``>>`` line)
     inside ``buf``; append them to ``hits`` and their ids (bytes) to ``ids``.
@@ -214,22 +215,28 @@ def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit],
     append_id = ids.append
     rank = len(hits) + ctx.before  # hits before those in the list: a spilled block (spool.py)
     done = p = pos
-    hsps = hid_b = hid = desc = hit_len = None
+    # the hit being read: hsps is None until its ">>" line, which sets the others (read only after it);
+    # its alignments are Hsp objects, or with dicts their dicts (one type per call: list, not list[Hsp | dict])
+    hsps: list | None = None
+    hid_b, hid, desc, hit_len = b"", "", None, 0
+    hit: Hit | dict  # (annotations only: no code)
     slow = True
     n_lines = hit_lines = 0  # lines of the hits done, of the hit being read
     # consecutive alignments: a scanner matches each where the previous one ended
-    scan = pat.scanner(buf, p).match if pat is not None else None
+    # (Pattern.scanner is CPython's, undocumented, and not in typeshed's stubs: the ignores below)
+    scan = pat.scanner(buf, p).match if pat is not None else None  # type: ignore[attr-defined]
     fixed = _FIXED_LINES[pat] if pat is not None else 0
     dicts = ctx.dicts
     unterminated = ctx.unterminated
     build = _dict_builder((_ABSENT[pat] if pat is not None else ()) + ctx.absent) if dicts else None
+    x: Hsp | dict  # an alignment, as built (annotation only)
     while True:
         m = scan() if scan is not None else None
         if m is None:  # a new layout (or an unusual alignment)
             pat = _learn_layout(buf, p, sequences)
             if pat is None:
                 break
-            scan = pat.scanner(buf, p).match
+            scan = pat.scanner(buf, p).match  # type: ignore[attr-defined]  # not in typeshed
             fixed = _FIXED_LINES[pat]
             if dicts:
                 build = _dict_builder(_ABSENT[pat] + ctx.absent)
@@ -299,15 +306,18 @@ def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit],
                 c0 = qctx if qctx > hctx else hctx
                 # usually the overlap is the number of columns; then c0 + overlap is
                 # the column after the last residue of a side, as end_column finds it
+                # (ov None, no overlap, raises the TypeError caught: on purpose, no test in the loop;
+                # past last_gap False ov is an int)
                 try:
-                    c1 = c0 + ov
-                    last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # 45: "-"
+                    c1 = c0 + ov  # type: ignore[operator]  # None: TypeError, caught
+                    # 45: "-"
+                    last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # type: ignore[operator]
                 except (TypeError, IndexError):  # no overlap, or beyond the sequences
                     last_gap = True
                 if (
                     last_gap
-                    or qdisp.count(b"-", c0, c1) != ov - (qe - qs + 1)
-                    or hdisp.count(b"-", c0, c1) != ov - (he - hs + 1)
+                    or qdisp.count(b"-", c0, c1) != ov - (qe - qs + 1)  # type: ignore[operator]  # an int here
+                    or hdisp.count(b"-", c0, c1) != ov - (he - hs + 1)  # type: ignore[operator]  # an int here
                 ):
                     c1 = end_column(qdisp, c0, qe - qs + 1)
                     c2 = end_column(hdisp, c0, he - hs + 1)
@@ -367,7 +377,7 @@ def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit],
         if (ident is not None and not 0.0 <= ident <= 1.0) or (sim is not None and not 0.0 <= sim <= 1.0) \
                 or (ev is not None and not ev >= 0.0):
             break
-        if dicts:
+        if build is not None:  # dicts (the same test, that the type checker follows)
             # Hsp.to_dict() built directly (see _dict_builder); consensus and extra,
             # the last fields, only when present
             x = build(score, opt, initn, init1, z, bits, ev, ident, sim, ov, frame, qs, qe, hs, he, qstrand, hstrand,

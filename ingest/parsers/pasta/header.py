@@ -196,8 +196,9 @@ def read_header(r: Reader, q: Query, run: Run, nameless: bool, warn, ql: QueryLi
             if ql.length is None:  # a cut title: this line gives the length
                 q.query_length, ql.unit = said, sm.group(3)
                 return table, False
-            # fastf/fasts/fastm count the commas between a query's peptides on this line
-            expected = q.query_length + (q.query_fragments - 1 if q.query_fragments else 0)
+            # fastf/fasts/fastm count the commas between a query's peptides on this line (the query
+            # line's length: q.query_length)
+            expected = ql.length + (q.query_fragments - 1 if q.query_fragments else 0)
             if said != expected and warn is not None:  # the query line's length is the one kept
                 warn(f"{source}:{r.line_no}: the query summary says {said} {sm.group(3).decode()} but the "
                      f"query line says {q.query_length}; the query line's length is kept")
@@ -250,7 +251,7 @@ def _read_histogram(r: Reader) -> list[dict]:
         m = None if line is None else _HIST_ROW.match(line)
         if m is None or (m.group(1) == b"<") != (not bins):
             raise r.error(f"malformed histogram row: {(line or b'')[:60]!r}", r.line_no)
-        row = {"score": int(m.group(2)), "observed": int(m.group(3))}
+        row: dict[str, int | str] = {"score": int(m.group(2)), "observed": int(m.group(3))}
         if m.group(4) is not None:
             row["expected"] = int(m.group(4))
         if m.group(1) != b" ":
@@ -267,7 +268,7 @@ def read_params(r: Reader, q: Query, run: Run, warn) -> None:
     params: dict | None = None
     cache = _PARAM_LINES
     while r.peek(1) == b";":
-        line = r.readline()
+        line = r.readline() or b""  # a line: peek saw one (`or`: a jump, for the type checker)
         pairs = cache.get(line)
         if pairs is None:
             km = _KV.match(line)

@@ -5,7 +5,7 @@ the limits on a line (``MAX_LINE``) and a hit block (``MAX_BLOCK``)."""
 from __future__ import annotations
 
 import re
-from io import BufferedIOBase
+from typing import Protocol
 
 from ingest.errors import ParseError
 from ingest.parsers.pasta.spool import Rows
@@ -25,6 +25,13 @@ _QUERY_LINE = re.compile(rb"[ \t]*\d+>>>")
 CONTROL_BYTES = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 
 
+class BinaryReadable(Protocol):
+    """What the parser reads: ``read(n)`` giving bytes, b"" at the end (a file opened ``"rb"``, a
+    gzip stream, a pipe, or the tabular parsers' readers of a part of one)."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class Reader:
     """Chunked reader over a binary handle that tracks line numbers: it asks
     ``chunk_size`` bytes of each ``handle.read()`` and reads again while it needs more
@@ -33,7 +40,7 @@ class Reader:
     __slots__ = ("handle", "source", "chunk_size", "lookahead", "buf", "pos", "line_no", "eof", "_before",
                  "spill_rows")
 
-    def __init__(self, handle: BufferedIOBase, source: str, chunk_size: int = CHUNK):
+    def __init__(self, handle: BinaryReadable, source: str, chunk_size: int = CHUNK):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, not {chunk_size!r}")
         self.handle = handle

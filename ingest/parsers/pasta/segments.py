@@ -252,8 +252,10 @@ def _unplaceable(blocks: list[Block], subrange) -> str | None:
         if b.length != READ:
             return f"the block at line {b.line} has {b.length} residues, not a full read of {READ:,}"
     origin = _origin(blocks, subrange)
+    if origin is None:  # no block printed an offset: none to check
+        return None
     for k, b in enumerate(blocks[1:], start=2):
-        printed = None if origin is None else origin + blocks[0].length + READ * (k - 2)
+        printed = origin + blocks[0].length + READ * (k - 2)
         if b.offset is not None and b.offset != printed:
             return (f"the block at line {b.line} is numbered from {b.offset + 1}, not from {printed + 1} as "
                     f"FASTA numbers the blocks after a subrange")
@@ -398,7 +400,7 @@ def _check_inside(r, q, line: int, lo: int, hi: int, dicts: bool, what: str) -> 
 
 def _with_segment(d: dict, total: int, segment: dict, rng) -> dict:
     """``d`` (a Query.to_dict()) with the whole length, ``query_segment`` and ``query_range`` in Query's field order."""
-    out = {}
+    out: dict = {}
     for key, value in d.items():
         if key == "query_length":
             out[key] = total

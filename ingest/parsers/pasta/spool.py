@@ -25,6 +25,7 @@ import os
 import struct
 import tempfile
 from collections.abc import Iterator
+from typing import IO
 
 __all__ = ["BlockHits", "HitSpool", "Rows", "SPILL_HITS", "SPILL_BYTES", "ROWS_PER_HIT"]
 
@@ -37,7 +38,7 @@ ROWS_PER_HIT = 16
 _LENGTH = struct.Struct("<Q")  # the length of each marshalled chunk, before it
 
 
-def _temporary(what: str):
+def _temporary(what: str) -> IO[bytes]:
     try:
         return tempfile.TemporaryFile(prefix="sci-ingest-")
     except OSError as exc:
@@ -130,7 +131,7 @@ class Rows:
     def __init__(self, rows: list[bytes]):
         self._list = rows
         self._at = 0  # rows of the list taken
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._count = len(rows)
         self._next: bytes | None = None  # a spilled row read ahead by peek()
         self._reading = False
@@ -171,9 +172,10 @@ class Rows:
             rows = self._list[self._at : self._at + n]
             self._at += len(rows)
             return rows
-        if n <= 0 or self.peek() is None:
+        first = self.peek() if n > 0 else None
+        if first is None:
             return []
-        rows = [self._next]
+        rows = [first]
         self._next = None
         readline = self._file.readline
         while len(rows) < n:

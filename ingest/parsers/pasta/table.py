@@ -4,6 +4,8 @@ sequence), the other rows made table-only hits."""
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from ingest.errors import ParseError
 from ingest.model import Hit, Hsp, Query
 from ingest.parsers.pasta.common import INT_PATTERN, decode_utf8, fasta_number, impossible, orient
@@ -185,7 +187,8 @@ class Table:
     def _take_groups(self, n: int) -> list[list[tuple[bytes, int]]]:
         """The next ``n`` groups of rows (fewer after the last): a row and the ``+-`` rows
         after it, each row with its line number."""
-        rows, groups = self.rows, []
+        rows = self.rows
+        groups: list[list[tuple[bytes, int]]] = []
         line = self.row1 + self.taken
         while len(groups) < n:
             chunk = rows.take(n - len(groups))  # at least one group each, more with "+-" rows
@@ -197,7 +200,7 @@ class Table:
                 else:
                     groups.append([(raw, line)])
                 line += 1
-        while groups and (raw := rows.peek()) is not None and raw.startswith(b"+-"):  # the last group's
+        while groups and (after := rows.peek()) is not None and after.startswith(b"+-"):  # the last group's
             groups[-1].append((rows.take(1)[0], line))
             line += 1
         self.taken = line - self.row1
@@ -270,7 +273,7 @@ class Table:
         if self.unaligned:  # rows passed over among the aligned hits' (_pair): the first table-only hits
             hits = []
             for raw, line in self.unaligned:
-                hit = _parse_row(raw, line, cols, None, qtype, ltype, source, warn)[0]
+                hit = _parse_row(raw, line, cols, None, qtype, ltype, source, warn, hit_row=True)[0]
                 hit.rank = rank
                 rank += 1
                 hits.append(hit.to_dict() if dicts else hit)
@@ -280,7 +283,7 @@ class Table:
             hits = []
             if self.general:
                 for g in self._take_groups(size):
-                    hit = _parse_row(g[0][0], g[0][1], cols, cols9, qtype, ltype, source, warn)[0]
+                    hit = _parse_row(g[0][0], g[0][1], cols, cols9, qtype, ltype, source, warn, hit_row=True)[0]
                     for raw, line in g[1:]:
                         hit.hsps.append(_parse_row(raw, line, cols, cols9, qtype, ltype, source, warn)[1])
                     hit.rank = rank
@@ -291,7 +294,7 @@ class Table:
                 rows = self.rows.take(size)
                 self.taken += len(rows)
                 for i, raw in enumerate(rows):
-                    hit = _parse_row(raw, line + i, cols, None, qtype, ltype, source, warn)[0]
+                    hit = _parse_row(raw, line + i, cols, None, qtype, ltype, source, warn, hit_row=True)[0]
                     hit.rank = rank
                     rank += 1
                     hits.append(hit.to_dict() if dicts else hit)
@@ -371,14 +374,21 @@ _TABLE9_COLS: dict[str, tuple[str, type]] = {
 _TABLE9_COORDS = ("an0", "ax0", "an1", "ax1")
 
 
-def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, qtype: str, ltype: str,
-               source: str, warn) -> tuple[Hit | None, Hsp]:
+@overload
+def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, qtype: str | None,
+               ltype: str | None, source: str, warn, hit_row: Literal[True]) -> tuple[Hit, Hsp]: ...
+@overload
+def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, qtype: str | None,
+               ltype: str | None, source: str, warn, hit_row: bool = False) -> tuple[Hit | None, Hsp]: ...
+def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, qtype: str | None,
+               ltype: str | None, source: str, warn, hit_row: bool = False) -> tuple[Hit | None, Hsp]:
     """One best-scores table row: (a table-only Hit holding the row's Hsp, or None for
-    a ``+-`` row; the Hsp with the row's values)."""
+    a ``+-`` row; the Hsp with the row's values).  ``hit_row``: the row is a sequence's (the
+    first of its group), never a ``+-`` row (refused if it is one): the Hit is never None."""
     def bad(reason: str) -> ParseError:
         return ParseError(f"best-scores table row: {reason}: {raw[:80]!r}", source=source, line=line)
 
-    nine = None
+    nine = b""  # the -m 9 part, with cols9
     if cols9 is not None:
         raw, tab, nine = raw.partition(b"\t")
         if not tab:
@@ -396,6 +406,7 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
         frame = rest[i + 1 : -1].decode("latin-1").strip()
         rest = rest[:i].rstrip()
     hsp = Hsp(frame=frame)
+    typ: type
     for col, val in zip(cols, values):
         if col.startswith("E(") or col == "E()":
             attr, typ = "evalue", float
@@ -413,13 +424,11 @@ def _parse_row(raw: bytes, line: int, cols: list[str], cols9: list[str] | None, 
             raise bad(f"column {col} {val.strip().decode('latin-1')} {why}")
         setattr(hsp, attr, value)
     hsp.score = hsp.opt_score
-    if nine is not None:
+    if cols9 is not None:
         _parse_row9(nine, cols9, hsp, qtype == "dna", ltype == "dna", bad)
-        if hsp.extra and "sw" in hsp.extra:
-            # the -m 9 "sw" column is the alignment's Smith-Waterman score, what an aligned
-            # hit's "; xx_score:" line gives (fasta36, fastx/y, tfastx/y: not the opt column)
-            hsp.score = hsp.extra["sw"]
     if rest == b"+-":
+        if hit_row:
+            raise bad("a '+-' row (more alignments of the sequence above) where a sequence's row belongs")
         return None, hsp
     if not rest.endswith(b")"):
         raise bad("no '(length)' column")
@@ -472,6 +481,10 @@ def _parse_row9(nine: bytes, cols9: list[str], hsp: Hsp, q_dna: bool, h_dna: boo
             setattr(hsp, name, v)
         else:
             extra[name] = v
+    if "sw" in extra:
+        # the -m 9 "sw" column is the alignment's Smith-Waterman score, what an aligned
+        # hit's "; xx_score:" line gives (fasta36, fastx/y, tfastx/y: not the opt column)
+        hsp.score = extra["sw"]
     if len(coords) == 4:
         for (a, b), dna, side in (((coords["an0"], coords["ax0"]), q_dna, "query"), ((coords["an1"], coords["ax1"]), h_dna, "hit")):
             oriented = orient(a, b, dna)
