@@ -239,7 +239,7 @@ def _too_big(size: int | None) -> str:
             "SCI_INGEST_MAX_RECORD_BYTES)" + ("" if size is not None else "; the rest of the file is not read"))
 
 
-def _bounded_lines(stream: io.BufferedReader) -> Iterator[tuple[bytes | None, int, str]]:
+def _bounded_lines(stream: io.BufferedReader[Any]) -> Iterator[tuple[bytes | None, int, str]]:
     """(line, physical lines it stands for, why not) per line; a run of blank lines is one empty line
     standing for them all (:func:`_blank_run`).  Then ``(None, 1, reason)`` and nothing more: where a
     line is over the record limit (known once the limit's bytes and one more are read without a line end:
@@ -263,7 +263,7 @@ def _bounded_lines(stream: io.BufferedReader) -> Iterator[tuple[bytes | None, in
         yield b"", sum(chunk.count(b"\n") for chunk in run), ""
 
 
-def _blank_run(stream: io.BufferedReader, line: bytes) -> tuple[list[bytes], bool]:
+def _blank_run(stream: io.BufferedReader[Any], line: bytes) -> tuple[list[bytes], bool]:
     """The blank ``line`` and the blank lines after it, read a buffer at a time (a gzip of a GB of newlines
     took 0.27 us a line, read one by one: minutes), and whether they pass the record limit (then the
     reading stops there).  The blanks before the next line's text are left to that line."""
@@ -302,7 +302,7 @@ class _Prefixed(io.RawIOBase):
         return n
 
 
-def _read_lines(stream: io.BufferedReader, source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
+def _read_lines(stream: io.BufferedReader[Any], source: str, first_line: int = 1) -> Iterator[Record | ParseError]:
     number = first_line - 1
     for raw_line, lines, refused in _bounded_lines(stream):
         number += lines
@@ -313,8 +313,8 @@ def _read_lines(stream: io.BufferedReader, source: str, first_line: int = 1) -> 
         if not text:
             continue
         try:
-            text = text.decode("utf-8")
-            value = decode(text)
+            line_text = text.decode("utf-8")
+            value = decode(line_text)
         except UnicodeDecodeError as exc:
             yield ParseError(f"not valid UTF-8 (byte {exc.start + 1})", source=source, line=number)
             continue
@@ -324,7 +324,7 @@ def _read_lines(stream: io.BufferedReader, source: str, first_line: int = 1) -> 
                 return
             yield ParseError(exc.reason, source=source, line=number)
             continue
-        yield _record(value, number, source, text=text)
+        yield _record(value, number, source, text=line_text)
 
 
 def _scan_values(text: io.TextIOBase, source: str, array: bool) -> Iterator[tuple[int, int, str] | ParseError]:

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from io import BufferedIOBase
+from typing import cast
 
 from ingest.model import Query
 from ingest.parsers.pasta.spool import SPILL_HITS
@@ -100,7 +101,7 @@ def parse(handle: BufferedIOBase, source: str = "<stream>", *, sequences: bool =
           warn: Callable[[str], None] | None = None) -> Iterator[Query]:
     """Yield one :class:`~ingest.model.Query` per query of a tabular file (its hits a list)."""
     for query, hits in read(handle, source, dicts=False, warn=warn, spill=None):
-        query.hits = hits
+        query.hits = cast(list, hits)  # without a spill bound, always a list (of Hit objects: dicts=False)
         yield query
 
 

@@ -83,13 +83,14 @@ class _Hits:
     def add(self, hit_id: str, key, hit_length: int | None, hsp: Hsp, score: tuple) -> None:
         """One row: ``key`` its library sequence and strands, ``score`` its (bits, E()) as printed."""
         self.rows += 1
-        same = self.last is not None and key == self.last_key
+        last = self.last
+        same = last is not None and key == self.last_key
         if not same:
             self.sequences += 1
         prev, self.last_score = self.last_score, score
-        if same and self.rule != "row" and (self.rule == "sequence" or hit_id and not (
+        if same and last is not None and self.rule != "row" and (self.rule == "sequence" or hit_id and not (
                 score[0] > prev[0] or score[1] < prev[1])):
-            self.last.hsps.append(hsp)
+            last.hsps.append(hsp)
             return
         self._close_last()
         self.count += 1
@@ -184,7 +185,7 @@ class _State:
     def end_query(self, line: int):
         """The query under way, finished (its count of hits checked), or None."""
         q, hits = self.query, self.hits
-        if q is None:
+        if q is None or hits is None:  # (set together by start_query)
             return None
         self.query = self.hits = None
         self.alignments = False
@@ -234,7 +235,7 @@ class _State:
                 query_id, _, rest = rest.strip().partition(" ")
             self.start_query(line, query_id, rest.strip(), length, unit, fragments)
             return None
-        if self.query is not None and not self.hits.rows:
+        if self.query is not None and self.hits is not None and not self.hits.rows:
             if text.startswith("# Database: ") and self.query.library is None:
                 self.query.library = text[len("# Database: "):]
                 return None
@@ -303,7 +304,9 @@ class _State:
             self.start_query(line, qid, None, None)
         if self.alignments:
             raise self.error(line, "a table row of a query after its alignments")
-        q = self.query
+        q, hits = self.query, self.hits
+        if q is None or hits is None:  # cannot be: a query is under way (above); for the type checker
+            raise self.error(line, "a table row outside a query")
         at = 1
         qlen = slen = None
         if lengths:
@@ -338,7 +341,7 @@ class _State:
         h_dna = q.library_type == "dna" if q.library_type else None
         hsp.query_start, hsp.query_end, hsp.query_strand = self._side(line, qs, qe, q_dna, "q.")
         hsp.hit_start, hsp.hit_end, hsp.hit_strand = self._side(line, ss, se, h_dna, "s.")
-        extra = {"mismatches": mismatches, "gap_opens": gap_opens}
+        extra: dict[str, object] = {"mismatches": mismatches, "gap_opens": gap_opens}
         if n in (13, 15):
             code = fields[-1]
             if not _CODE.fullmatch(code):
@@ -346,7 +349,7 @@ class _State:
             extra["al_code"] = code.decode("ascii")
         hsp.extra = extra
         key = (sid, hsp.query_strand == "-", hsp.hit_strand == "-")  # a library sequence's strand
-        self.hits.add(sid, key, slen, hsp, score)
+        hits.add(sid, key, slen, hsp, score)
         return done
 
     def _side(self, line: int, a: bytes, b: bytes, dna: bool | None, what: str):
@@ -400,7 +403,7 @@ class _State:
 
 
 def read(handle: BufferedIOBase, source: str, *, dicts: bool, warn: Callable[[str], None] | None = None,
-         spill: int | None = SPILL_HITS) -> Iterator[tuple[Query, object]]:
+         spill: int | None = SPILL_HITS) -> Iterator[tuple[Query, list | HitSpool]]:
     """Yield ``(query, hits)`` for each query of the file, in order: ``hits`` a list (of Hit objects,
     or of their dicts with ``dicts``) or a :class:`HitSpool` past ``spill`` hits.  Raises ParseError
     (``file:line: reason``) on anything that is not FASTA's tabular output, after the queries before."""
