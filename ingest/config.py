@@ -297,8 +297,7 @@ class Size:
 
     def parse(self, raw: str) -> str:
         found = re.fullmatch(r"\s*([0-9]+)\s*([MG])B?\s*", str(raw), re.IGNORECASE)
-        megabytes = int(found.group(1)) * (1024 if found.group(2).upper() == "G" else 1) if found else 0
-        if megabytes < self.least_mb:
+        if not found or int(found.group(1)) * (1024 if found.group(2).upper() == "G" else 1) < self.least_mb:
             raise ValueError(self.describe())
         return f"{found.group(1)}{found.group(2).upper()}"
 
@@ -370,6 +369,10 @@ class Setting:
 
 
 _SECONDS = Number("seconds", integer=False)
+#: The types of two settings whose range others read: the embedded server's smallest cache
+#: (``ingest.server.embedded.MIN_CACHE_MB``) and the analyses' read modes (``analytics.reading.planning``).
+SERVER_CACHE_SIZE = Size(128)
+READ_MODE_CHOICE = Choice(("auto", "ranges", "stream"))
 #: Every ``SCI_INGEST_*`` setting (docs/configuration.md shows this table; tests/test_bad_options.py
 #: tries a bad value of each).  Read only through :func:`setting`; checked all at once, before any
 #: work, by :func:`bad_settings` (``sci-ingest`` exits 64 on a bad one).
@@ -385,7 +388,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "shown a `tls://` Dask scheduler"),
     Setting("SCI_INGEST_SERVER_IDLE", _SECONDS, 600.0, "how long the embedded server a command started stays up "
             "without a client (0: a private server for each command, stopped at its end)"),
-    Setting("SCI_INGEST_SERVER_CACHE", Size(128), "512M", "the embedded server's WiredTiger cache"),
+    Setting("SCI_INGEST_SERVER_CACHE", SERVER_CACHE_SIZE, "512M", "the embedded server's WiredTiger cache"),
     Setting("SCI_INGEST_TIMEOUT_MS", Number("milliseconds", least=1), 10_000,
             "how long an operation waits for a server on another host (the URI's serverSelectionTimeoutMS wins)"),
     Setting("SCI_INGEST_LOCAL_TIMEOUT_MS", Number("milliseconds", least=1), 3_000,
@@ -405,7 +408,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "(0: always start worker processes)"),
     Setting("SCI_INGEST_SCAN_WARN", Number("documents"), 100_000,
             "a query no index serves warns on a collection of at least this many documents"),
-    Setting("SCI_INGEST_READ_MODE", Choice(("auto", "ranges", "stream")), "auto",
+    Setting("SCI_INGEST_READ_MODE", READ_MODE_CHOICE, "auto",
             "how analyses read their source: `auto` (the server's query plans decide), `ranges`, `stream`"),
     Setting("SCI_INGEST_FRESH_WITHIN_HOURS", Number("hours", integer=False, above=True), None,
             "validation: the newest load must be this recent"),

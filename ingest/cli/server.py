@@ -56,15 +56,7 @@ def _stop(args, settings) -> int:
 def _status(args, settings) -> int:
     """0 running (and what kind), 1 unresponsive, broken or another command's private server, 3 none."""
     status, state = server_state(settings.state_dir)
-    if status == "unresponsive":
-        text = (f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
-                f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
-        return _say(args, text, Exit.FATAL, status="unresponsive", pid=state["pid"], uri=state["uri"])
-    if status == "broken":  # its next command restarts it (ingest.server.embedded.running_server)
-        text = (f"broken: pid {state['pid']} answers at {state['uri']} but {state['fault']!r} to every read of "
-                "its storage (WiredTiger stopped, as when its disk was full); the next command restarts it")
-        return _say(args, text, Exit.FATAL, status="broken", pid=state["pid"], uri=state["uri"], fault=state["fault"])
-    if status != "running":
+    if state is None or status == "dead":  # absent, or a record of a server that died
         busy = holder(settings.db_dir)
         if busy is not None:  # e.g. the private server of a command running now
             text = (f"not running as the shared server, but SecantusDB pid {busy['pid']} (port {busy['port']}) "
@@ -73,6 +65,14 @@ def _status(args, settings) -> int:
         text = "not running" + (" (the recorded server died; `sci-ingest server stop` removes its record)"
                                 if status == "dead" else "")
         return _say(args, text, Exit.NOT_RUNNING, status="not running", died=status == "dead")
+    if status == "unresponsive":
+        text = (f"unresponsive: pid {state['pid']} runs but does not answer at {state['uri']} "
+                f"(stopped with SIGSTOP? `kill -CONT {state['pid']}` resumes it)")
+        return _say(args, text, Exit.FATAL, status="unresponsive", pid=state["pid"], uri=state["uri"])
+    if status == "broken":  # its next command restarts it (ingest.server.embedded.running_server)
+        text = (f"broken: pid {state['pid']} answers at {state['uri']} but {state['fault']!r} to every read of "
+                "its storage (WiredTiger stopped, as when its disk was full); the next command restarts it")
+        return _say(args, text, Exit.FATAL, status="broken", pid=state["pid"], uri=state["uri"], fault=state["fault"])
     from ingest.store.differences import probe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
     from ingest.store.mongo import connect  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server
     from ingest.store.servers import describe  # noqa: PLC0415 - lazy: pymongo (0.3 s), only for a running server

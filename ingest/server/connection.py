@@ -17,6 +17,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pymongo import MongoClient
+from pymongo.database import Database
+
 from ingest.config import Settings, require_uri
 from ingest.errors import UnsupportedFeature
 from ingest.fileio import printable
@@ -43,8 +46,8 @@ def log_to_stderr(message: str) -> None:
 @dataclass
 class Connection:
     uri: str
-    client: object
-    db: object
+    client: MongoClient
+    db: Database
     info: ServerInfo
     embedded: str | None  # None | "private" | "per-home" | "shared"
     server_pid: int | None = None  # the embedded server's process when nothing restarts it once it is gone
@@ -73,7 +76,7 @@ def database(settings: Settings, log: Callable[[str], None] = log_to_stderr) -> 
 def _home_server(uri: str, settings: Settings) -> bool:
     """Whether ``uri`` names the server recorded in the home (its embedded server, reached by URI)."""
     state = recorded(Path(settings.state_dir))
-    return bool(state and state.get("uri")) and same_hosts(uri, state["uri"])
+    return state is not None and bool(state.get("uri")) and same_hosts(uri, state["uri"])
 
 
 def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) -> tuple[str, str, int | None]:
@@ -95,7 +98,7 @@ def _embedded(settings: Settings, stack: ExitStack, log: Callable[[str], None]) 
     uri = with_credentials(server.start(), creds)
     stack.callback(forget, uri)  # stopped with its operations: a stopped command has nothing to end there
     stack.callback(server.stop)
-    return uri, "private", server.process.pid
+    return uri, "private", server.child.pid
 
 
 def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
@@ -118,8 +121,9 @@ def prepare(conn: Connection, query_indexes: bool = False) -> list[str]:
     if note:
         notes.append(note)
     found = probe(conn.db)  # once per server process (ingest.store.differences)
-    if found.note():
-        notes.append(found.note())
+    differs = found.note()
+    if differs:
+        notes.append(differs)
     elif not found.probed:
         notes.append(f"the server's answers were not probed against MongoDB's: {found.error}")
     if not conn.info.sharding:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from ingest.config import SETTINGS, Size, setting
+from ingest.config import SERVER_CACHE_SIZE, SETTINGS, Size, setting
 from ingest.errors import ConfigError, DiskFull, ServerError, no_space
 from ingest.fileio import stderr_line
 from ingest.server.access import enable_auth, load_credentials, with_credentials
@@ -49,7 +49,7 @@ CACHE_ENV = "SCI_INGEST_SERVER_CACHE"
 DEFAULT_CACHE = SETTINGS[CACHE_ENV].default
 #: The smallest cache accepted, the smallest measured (it loads ``samples/``): SecantusDB's own notes say
 #: writes of large documents overflow a 100 MB cache (WT_CACHE_FULL).
-MIN_CACHE_MB = SETTINGS[CACHE_ENV].type.least_mb
+MIN_CACHE_MB = SERVER_CACHE_SIZE.least_mb
 #: glibc's allocator settings of the server process, unless the environment sets them itself: two malloc
 #: arenas instead of 8 a core, so that what a query's result frees is used again by the next query on
 #: another thread instead of being kept in an arena of its own (docs/embedded-server.md, "Memory").
@@ -115,16 +115,8 @@ def uri_for(host: str, port: int) -> str:
 class EmbeddedServer:
     """A SecantusDB server process on a loopback port with its own data directory."""
 
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        cache_size: str | None = None,
-        log_path: Path | None = None,
-        auth: bool = False,
-    ):
+    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int | None = None,
+                 cache_size: str | None = None, log_path: Path | None = None, auth: bool = False):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -138,6 +130,13 @@ class EmbeddedServer:
         if self.port is None:
             raise ServerError("server not started")
         return uri_for(self.host, self.port)
+
+    @property
+    def child(self) -> subprocess.Popen:
+        """The server's process, once :meth:`start` has started it."""
+        if self.process is None:
+            raise ServerError("server not started")
+        return self.process
 
     @property
     def config_path(self) -> Path:
@@ -170,7 +169,9 @@ class EmbeddedServer:
         refuse_if_held(self.data_dir)
         refuse_if_full(self.data_dir)  # WiredTiger would panic at its first journal file
         chosen = self.port is None  # a port picked here, free when picked: another process can take it first
-        for attempt in range(1, PORT_ATTEMPTS + 1):
+        attempt = 0
+        while True:  # until the server answers, or PORT_ATTEMPTS ports were taken first
+            attempt += 1
             if chosen:
                 self.port = free_port(self.host)
             try:
@@ -416,8 +417,8 @@ def _same_keeper(state: dict):
 
 def server_record(server: EmbeddedServer, **extra) -> dict:
     """What ``<state>/server.json`` says of a running server (``extra``: the keeper, its idle timeout)."""
-    return {"pid": server.process.pid, "uri": server.uri, "data_dir": str(server.data_dir),
-            "log": str(server.log_path), "started": psutil.Process(server.process.pid).create_time(),
+    return {"pid": server.child.pid, "uri": server.uri, "data_dir": str(server.data_dir),
+            "log": str(server.log_path), "started": psutil.Process(server.child.pid).create_time(),
             "auth": server.auth, **extra}
 
 
@@ -454,6 +455,8 @@ def running_server(state_dir: Path, *, locked: bool = False, log=None) -> dict |
     the home's start lock; ``log``: where the line saying so goes, else stderr).
     """
     status, state = server_state(state_dir)
+    if state is None:  # absent
+        return None
     if status == "unresponsive":
         raise ServerError(_unresponsive(state))
     if status == "broken":

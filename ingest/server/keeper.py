@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TypeGuard, cast
 
 import psutil
 
@@ -134,10 +135,11 @@ def _launch(state_dir: Path, idle_s: float, start_lock: int) -> None:
         except OSError as exc:
             raise ServerError(f"could not start the embedded server's keeper: {exc}") from exc
     _keepers.append(proc)
+    stdout = cast(IO[bytes], proc.stdout)  # stdout=PIPE: Popen made the pipe
     try:
-        line = _first_line(proc.stdout.fileno(), START_TIMEOUT_S)
+        line = _first_line(stdout.fileno(), START_TIMEOUT_S)
     finally:
-        proc.stdout.close()
+        stdout.close()
     if line == READY:
         return
     refuse_if_full(state_dir / "db")  # the keeper, or its server, found no room (its record, WiredTiger's journal)
@@ -184,7 +186,7 @@ class _Activity:
     more than the one command of the look itself, or more open connections than the keeper's own
     (the fewest ever seen)."""
 
-    def __init__(self, watcher):
+    def __init__(self, watcher) -> None:
         self.watcher = watcher
         self.last: dict | None = None
         self.own: int | None = None
@@ -208,7 +210,7 @@ class _Activity:
         return bool(changed - {"command"}) or commands > 1 or current > self.own
 
 
-def _ours(record: dict | None) -> bool:
+def _ours(record: dict | None) -> TypeGuard[dict]:
     keeper = (record or {}).get("keeper")
     return isinstance(keeper, dict) and keeper.get("pid") == os.getpid()
 
@@ -242,7 +244,7 @@ def _watch(home: Path, server: EmbeddedServer, activity: _Activity) -> int:
     use = lock_fd(home, USE_LOCK)
     last = time.monotonic()
     while True:
-        code = server.process.poll()
+        code = server.child.poll()
         if code is not None:
             _say(f"the server exited with code {code}")
             return 1
