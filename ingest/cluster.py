@@ -15,12 +15,23 @@ import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ingest import plugins
 from ingest.config import default_workers, setting
 from ingest.errors import AnalysisError, ConfigError
 from ingest.fileio import library_messages_again, stderr_line
 from ingest.tls import TLS_ENV, client_security, plain_tcp_risk
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from dask.distributed import Client
+
+    from ingest.inprocess import InProcessClient
+
+    #: What :func:`dask_client` yields: a Dask client, or for small work this process's stand-in.
+    DaskClient: TypeAlias = Client | InProcessClient
 
 __all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
 
@@ -30,7 +41,7 @@ WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}
 
 @contextmanager
 def dask_client(scheduler_address: str | None = None, n_workers: int | None = None, *,
-                in_process: bool = False, tls_dir: str | None = None) -> Iterator[distributed.Client]:  # noqa: F821
+                in_process: bool = False, tls_dir: str | None = None) -> Iterator[DaskClient]:
     """A Dask client for the duration of the block, closed at exit.
 
     With ``scheduler_address`` (e.g. the value of ``DASK_SCHEDULER_ADDRESS``),

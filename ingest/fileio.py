@@ -69,8 +69,9 @@ def open_binary(path: str | Path) -> BufferedIOBase:
         import gzip  # noqa: PLC0415 - lazy: parse --help reads ingest.fileio; gzip costs 1 ms of its 45 ms
 
         reader = gzip.GzipFile(fileobj=handle, mode="rb")
-        reader.myfileobj = handle  # what GzipFile closes with itself (as when it opens a name)
-        return reader  # type: ignore[return-value]
+        # what GzipFile closes with itself (as when it opens a name)
+        reader.myfileobj = handle  # type: ignore[assignment]  # typeshed says FileIO; GzipFile only closes it
+        return reader
     return handle
 
 
@@ -181,8 +182,7 @@ def one_line_messages() -> None:
 
         warnings.showwarning = show
         _ONE_LINE.append(OneLine())
-        ours = logging.StreamHandler()  # the stderr of the moment (a kept process's child sets its own)
-        ours.stream = _Stderr()
+        ours = logging.StreamHandler(_Stderr())  # the stderr of the moment (a kept process's child sets its own)
         ours.setLevel(logging.WARNING)
         logging.getLogger().addHandler(ours)
     for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:

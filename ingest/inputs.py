@@ -29,7 +29,7 @@ HIDDEN_DIR_SEARCH = 20_000
 
 def is_hidden_reason(reason: str | None) -> bool:
     """Whether an outcome's reason is that of a hidden file or directory passed over."""
-    return bool(reason) and reason.startswith(("a hidden file ", "a hidden directory "))
+    return reason is not None and reason.startswith(("a hidden file ", "a hidden directory "))
 
 
 #: A path named with a reason instead of being read: ``path`` as it is stored (JSON, the ledger:

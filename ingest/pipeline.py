@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ingest.cluster import dask_client, warm_up
 from ingest.config import SAMPLES_DIR, SYNTHETIC_SAMPLES, Settings
@@ -41,7 +42,7 @@ from ingest.errors import (
     ServerUnavailable,
     stopped_by,
 )
-from ingest.load import LoadOptions, LoadStopped, indexes, load_paths
+from ingest.load import LoadOptions, LoadStopped, LoadSummary, indexes, load_paths
 from ingest.load.run import resume_command
 from ingest.plugins import step
 from ingest.report import timing_table
@@ -52,6 +53,9 @@ from ingest.store.retry import Retry, process_alive
 from ingest.store.servers import ServerInfo
 from ingest.store.space import own_disk_full
 from ingest.timing import StageRecord, Timings, command_start, from_epoch, own_seconds, utcnow
+
+if TYPE_CHECKING:
+    from ingest.cluster import DaskClient
 
 _log = logging.getLogger(__name__)
 
@@ -74,26 +78,38 @@ def default_inputs() -> list[Path]:
     return [SAMPLES_DIR / "pasta", SAMPLES_DIR / "materials"]
 
 
+class Verdicts(Protocol):
+    """The validate step's report as the run reads it (the plugin's: ``analytics.validation``'s)."""
+
+    @property
+    def verdict(self) -> str: ...
+
+    @property
+    def failed_suites(self) -> list: ...
+
+    def raise_for_critical(self) -> None: ...
+
+
 @dataclass
 class RunReport:
     run_id: str
     server: ServerInfo
     uri: str
     stages: list[StageRecord] = field(default_factory=list)
-    load: object | None = None  # LoadSummary
+    load: LoadSummary | None = None
     analysis: list = field(default_factory=list)
-    validation: object | None = None  # ValidationReport
+    validation: Verdicts | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     resume: str | None = None  # the command that goes on after an interruption
     stopped: dict | None = None  # an interruption after the load: by what, in which stage, what it undid
-    exit_code: int = EXIT_OK
+    exit_code: Exit = EXIT_OK
 
     @property
     def status(self) -> str:
         """The run's status: the word of its exit code (:data:`ingest.errors.RUN_STATUS`), the same in
         ``--json``, on its ``close`` row and in ``timings --list``."""
-        if self.exit_code == EXIT_VALIDATION:
+        if self.exit_code == EXIT_VALIDATION and self.validation is not None:  # set with the report
             return self.validation.verdict
         return RUN_STATUS[self.exit_code]
 
@@ -118,7 +134,7 @@ class RunReport:
             "load": {k: load[k] for k in ("workers", "write_concern", "retries", "dry_run", "rolled_back")
                      if k in load},
             "analysis": [_jsonable(a) for a in self.analysis],
-            "validation": _validation_json(self.validation),
+            "validation": _validation_json(self.validation) if self.validation is not None else None,
             "notes": self.notes,
         }
         if self.error:
@@ -131,13 +147,11 @@ class RunReport:
 
 
 def _jsonable(obj) -> dict:
-    data = asdict(obj) if is_dataclass(obj) else dict(obj)
+    data = asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else dict(obj)
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
 
 
-def _validation_json(report) -> dict | None:
-    if report is None:
-        return None
+def _validation_json(report) -> dict:
     return {
         "ok": report.ok,
         "verdict": report.verdict,
@@ -165,7 +179,7 @@ class Cluster:
 
     def __init__(self, settings: Settings, timings: Timings, stack: ExitStack, workers: int | None = None):
         self.settings, self.timings, self.stack, self.workers = settings, timings, stack, workers
-        self._client = None
+        self._client: DaskClient | None = None
         self._in_process = False
         self._warm: set[str] = set()
 
@@ -175,7 +189,7 @@ class Cluster:
         return self._client is not None
 
     def client(self, purpose: str, uri: str | None = None, *, in_process: bool = False,
-               since: dt.datetime | None = None):
+               since: dt.datetime | None = None) -> DaskClient:
         """The cluster's client, its workers warmed up for ``purpose`` (and this process's pool for ``uri``).
 
         ``in_process``: when the cluster starts here (no scheduler given), its one worker runs in
@@ -201,7 +215,8 @@ class Cluster:
 
 # ------------------------------------------------------------------------ steps
 def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Sequence[str | Path] | None,
-              options=None, *, cluster: Cluster | None = None, log: Callable[[str], None] = log_to_stderr):
+              options=None, *, cluster: Cluster | None = None,
+              log: Callable[[str], None] = log_to_stderr) -> LoadSummary:
     """Load ``paths`` (default: the bundled samples) with ``options`` (an ``ingest.load.LoadOptions``).
 
     Rows: ``parse`` (files read -> documents, the parsing time summed over the
@@ -214,13 +229,14 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
     if cluster is not None and (options.workers > 1 or settings.dask_scheduler):
         def dask():
             return cluster.client("load")
-    plan = {"bulk": False}
+    bulk, dropped = False, 0  # whether the load is bulk, and the indexes dropped before it
 
     def on_plan(todo) -> None:
+        nonlocal bulk, dropped
         if options.dry_run:
             return
-        plan["bulk"] = not options.keep_indexes and indexes.is_bulk(conn.db, todo, _retry(options))
-        plan["changed"] = indexes.before_load(conn.db, plan["bulk"])
+        bulk = not options.keep_indexes and indexes.is_bulk(conn.db, todo, _retry(options))
+        dropped = indexes.before_load(conn.db, bulk)
 
     started = utcnow()
     try:
@@ -239,7 +255,7 @@ def load_step(conn: Connection, timings: Timings, settings: Settings, paths: Seq
         with timings.stage("index") as rec:
             built = indexes.after_load(conn.db)
             rec.records_in, rec.records_out = None, built
-            rec.detail = {"bulk": plan["bulk"], "dropped_before": plan.get("changed", 0) if plan["bulk"] else 0}
+            rec.detail = {"bulk": bulk, "dropped_before": dropped if bulk else 0}
     return summary
 
 

@@ -63,7 +63,7 @@ def resolve(target: str):
 
 def steps() -> dict[str, str]:
     """Every plugin's pipeline steps, ``{name: "module:function"}``, in order."""
-    found = {}
+    found: dict[str, str] = {}
     for plugin in plugins():
         found.update(getattr(plugin, "STEPS", {}))
     return found

@@ -215,8 +215,8 @@ class _Forwarding:
     def restore(self) -> None:
         for signum, handler in self.before.items():
             signal.signal(signum, handler)
-        for signum in self.kept:
-            signal.raise_signal(signum)
+        for kept in self.kept:
+            signal.raise_signal(kept)
 
 
 def _wait(sock: socket.socket, pid: int) -> int:

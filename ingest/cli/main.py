@@ -326,6 +326,7 @@ def _disk_full(exc: BaseException):
     from ingest.config import Settings  # noqa: PLC0415 - lazy: only a failed command pays it (the settings, psutil: 10 ms)
     from ingest.store.space import own_disk_full  # noqa: PLC0415 - lazy: as above
 
+    folders: tuple[os.PathLike, ...]
     try:
         settings = Settings()
         folders = (settings.out_dir, settings.state_dir)

@@ -94,7 +94,7 @@ def run_rows(coll, limit: int = 50) -> list[dict]:
     ]
     rows = []
     for r in coll.aggregate(pipeline):
-        close = next((s["detail"] for s in r["stages"] if s.get("stage") == "close"), {})
+        close: dict = next((s["detail"] for s in r["stages"] if s.get("stage") == "close"), {})
         rows.append({"run_id": r["_id"], "started": iso_utc(r["started"]) if r["started"] else None,
                      "ended": iso_utc(r["ended"]) if r.get("ended") else None,
                      "stages": len(r["stages"]), "records_out": r["records_out"], "status": run_status(r["stages"]),
