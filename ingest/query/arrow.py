@@ -147,11 +147,11 @@ def _shape(fields) -> tuple[_Node, list[list[tuple[str, Any]]]]:
             name, last = parts[i], i == len(parts) - 1
             if name.isdigit():
                 raise ValueError(f"{f.name}: path {f.path} indexes something that is not a list")
-            nxt = parts[i + 1] if not last else None
             if last:
                 node.child(name, f.kind, f.path)
                 steps.append(("field", name))
                 break
+            nxt = parts[i + 1]
             if nxt.isdigit():  # name is a list; take element nxt
                 lst = node.child(name, "list", f.path)
                 lst.indexes.add(int(nxt))
@@ -185,15 +185,15 @@ def _screen_pattern(root: _Node) -> str | None:
                 visit(child.item)
 
     visit(root)
-    groups: dict[frozenset, list[str]] = {}
+    groups: dict[frozenset[int], list[str]] = {}
     for name, bad in bad_by_name.items():
         if bad:
             groups.setdefault(frozenset(bad), []).append(name)
     if not groups:
         return None
     parts = []
-    for bad, names in groups.items():
-        cls = "".join(f"\\x{b:02x}" for b in sorted(bad))
+    for codes, names in groups.items():
+        cls = "".join(f"\\x{b:02x}" for b in sorted(codes))
         alts = "|".join(re.escape(n) for n in sorted(names))
         parts.append(f"[{cls}](?:{alts})\\x00")
     return "|".join(parts)
@@ -203,7 +203,7 @@ def _screen_pattern(root: _Node) -> str | None:
 class Converter:
     """Raw BSON batches of projected documents -> Arrow tables of ``fields`` (one column each)."""
 
-    def __init__(self, fields, codec_options=None):
+    def __init__(self, fields, codec_options=None) -> None:
         self.fields = list(fields)
         self.root, self.steps = _shape(self.fields)
         self.schema = pa.schema([(f.name, arrow_type(f.kind)) for f in self.fields])

@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from ingest.query import QueryError
 from ingest.query.language import And, Compare, Exists, Has, In, Node, Not, Or, parse
 from ingest.query.plan import numeric_paths, unsafe_index
 from ingest.query.safety import COMPILED_OPERATORS, check_filter, parse_filter
 from ingest.schema import projection_for
+from ingest.store.curated import Curated, Field
 from ingest.store.indexes import numeric_keys_exact
 
 __all__ = ["to_filter", "evaluate", "Spec", "build", "parse_fields", "parse_sort", "MAX_LIMIT"]
@@ -72,7 +73,7 @@ def to_filter(node: Node) -> dict:
     if isinstance(node, Not):
         return {"$nor": [to_filter(node.child)]}
     if isinstance(node, Or):
-        parts = []
+        parts: list[dict] = []
         for child in node.children:
             compiled = to_filter(child)
             parts.extend(compiled["$or"] if list(compiled) == ["$or"] else [compiled])
@@ -190,7 +191,7 @@ def _order(a: Any, op: str, b: Any) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
-def _looked_into(v: Any) -> bool:
+def _looked_into(v: Any) -> TypeGuard[list]:
     return type(v) is list  # a _Positional list is not
 
 
@@ -247,8 +248,8 @@ MAX_LIMIT = 2**62
 
 @dataclass
 class Spec:
-    curated: object  # ingest.store.curated.Curated
-    fields: list  # [ingest.store.curated.Field]
+    curated: Curated
+    fields: list[Field]
     filter: dict
     sort: list[tuple[str, int]] | None = None
     limit: int = 0

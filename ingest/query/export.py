@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -74,7 +75,8 @@ class _Reader(threading.Thread):
 
     def __init__(self, cursor, ahead: int):
         super().__init__(name="sci-ingest-export-reader", daemon=True)
-        self.cursor, self.queue, self.stop = cursor, queue.Queue(maxsize=ahead), threading.Event()
+        self.cursor, self.stop = cursor, threading.Event()
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=ahead)  # raw batches (bytes), then _END or the error
 
     def run(self) -> None:
         try:
@@ -173,7 +175,7 @@ def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: in
     converter = Converter(spec.fields, coll.codec_options)
     result = ExportResult(path=out, format=fmt, columns=[f.name for f in spec.fields])
     tmp, tmp_rejects = _tmp_name(out), _tmp_name(rejects_path(out))
-    kwargs = {"batch_size": batch_size}
+    kwargs: dict[str, Any] = {"batch_size": batch_size}
     if spec.sort:
         kwargs["sort"] = spec.sort
     if spec.limit:
@@ -183,7 +185,7 @@ def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: in
     reader = _Reader(coll.find_raw_batches(spec.filter, spec.projection, **kwargs), ahead)
     writer = _Writer(fmt, tmp, converter.schema)
     rejects_file = None
-    by = Counter()
+    by: Counter[str] = Counter()
     try:
         reader.start()
         with db_errors(f"exporting {coll.name}"):

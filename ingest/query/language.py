@@ -364,7 +364,7 @@ def _syntax_error(exc, text: str) -> QueryError:
         expected = _expected(exc.accepts or exc.expected)
         return QueryError("--where", f"unexpected {str(exc.token)!r}{expected}", exc.column, text)
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        char = exc.char  # text[exc.pos_in_stream]: lark reads it from the text it parsed
         hint = {"=": " (equality is ==)", "'": " (strings are in double quotes)", '"': " (a string that does not end)",
                 "`": " (a raw path that does not end)"}.get(char, "")
         return QueryError("--where", f"unexpected character {char!r}{hint}", exc.column, text)

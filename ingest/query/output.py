@@ -60,7 +60,7 @@ def atomic_output(path: str | None, binary: bool = False) -> Iterator:
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": "", "encoding": "utf-8"})) as out:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
             yield out
         os.replace(tmp, path)
     except BaseException:
