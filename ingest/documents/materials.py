@@ -200,9 +200,10 @@ def _kind_of(value: Any) -> str:
         return "a boolean"
     if isinstance(value, (int, float)):
         return "a number"
-    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+    return _CONTAINERS.get(type(value), type(value).__name__)
 
 
+_CONTAINERS: dict[type, str] = {dict: "an object", list: "a list"}
 _PLAIN = frozenset({float, bool, type(None)})  # stored as they are, no check needed
 _KEY_CACHE: dict[str, str] = {}  # original key -> stored key (keys repeat a lot)
 
@@ -292,7 +293,7 @@ class _Encoder:
             raise ParseError(f"nested more than {MAX_DEPTH} levels deep; MongoDB cannot store it")
         if _PLAIN.issuperset(map(type, value)):
             return list(value)
-        out = []
+        out: list = []
         append = out.append
         for i, v in enumerate(value):
             t = type(v)

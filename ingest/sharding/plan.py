@@ -200,7 +200,8 @@ def ranged_placement(sample: KeySample, shards: int, chunk_bytes: int = DEFAULT_
 def _load_in_arrival_order(sample: KeySample, shards: int, chunk_bytes: int) -> tuple[list[int], int]:
     """The shard each insert went to under MongoDB's split and balancer rules (module docstring)."""
     lows: list[tuple] = []  # the lower bound of every chunk but the first (MinKey)
-    owner, size, members = [0], [0], [[]]  # per chunk: shard, bytes, keys
+    owner, size = [0], [0]  # per chunk: shard, bytes, keys
+    members: list[list[tuple[tuple, int]]] = [[]]
     shard_bytes = [0] * shards
     arrival = []
     for key, nbytes in zip(sample.keys, sample.sizes):

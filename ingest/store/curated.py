@@ -364,6 +364,8 @@ class OutputField(Field):
 class OutputCollection(Curated):
     """An analysis output as a curated collection: its fields carry their declared units."""
 
+    fields: tuple[OutputField, ...]
+
     def describe(self) -> dict:
         described = super().describe()
         described["fields"] = [{**d, "unit": f.unit} for d, f in zip(described["fields"], self.fields)]

@@ -48,7 +48,7 @@ _HITS = {"$match": {"g": {"$exists": True}}}
 _SEARCHES = {"$match": {"program": {"$exists": True}}}
 #: The scratch documents: three "hits" (g: their query, sid: their search, a: their HSPs), two
 #: "searches", and two numbers either side of 1e-100 for the index.
-_DOCS = [
+_DOCS: list[dict[str, Any]] = [
     {"_id": 1, "g": "q1", "sid": "s1", "a": [{"v": 3.0}]},
     {"_id": 2, "g": "q1", "sid": "s2", "a": [{"v": 2.0}]},
     {"_id": 3, "g": "q2", "sid": "s1", "a": [{"v": 3.0}, {"v": 0.5}]},

@@ -27,6 +27,8 @@ collection scan's, and which indexes a collection has.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ingest.errors import UnsupportedFeature
 from ingest.store.curated import UnknownCollection, all_curated, get, index_name
 from ingest.store.differences import FLOAT_INDEX, probe
@@ -170,7 +172,7 @@ def present_indexes(db) -> dict[str, set[tuple]]:
 
 def build_indexes(db, only: list[str] | None = None, dry_run: bool = False) -> list[dict]:
     """Create the missing curated indexes (of ``only`` collections, default all); one row per index."""
-    rows = []
+    rows: list[dict] = []
     have = present_indexes(db)
     for name, curated in all_curated().items():
         if only and name not in only:
@@ -181,7 +183,7 @@ def build_indexes(db, only: list[str] | None = None, dry_run: bool = False) -> l
         existing = have.get(name, set())
         build, changed = exact_indexes(db, name, curated.indexes)
         for keys, instead in changed:
-            row = {"collection": name, "index": index_name(keys), "keys": [list(k) for k in keys],
+            row: dict[str, Any] = {"collection": name, "index": index_name(keys), "keys": [list(k) for k in keys],
                    "outcome": "withheld: this server's index keys lose the order of numbers beyond 1e±128"
                               + (f"; {index_name(instead)} instead" if instead else "")}
             if tuple(keys) in existing and not dry_run:

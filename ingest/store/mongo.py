@@ -284,8 +284,8 @@ def redact(uri: str) -> str:
 
 
 # ------------------------------------------------------------------ errors
-def driver_reason(exc: PyMongoError) -> str:
-    """One readable line for a driver error."""
+def driver_reason(exc: BaseException) -> str:
+    """One readable line for a driver error (any other exception: its text)."""
     if isinstance(exc, BulkWriteError):
         errors = exc.details.get("writeErrors") or exc.details.get("writeConcernErrors") or [{}]
         return str(errors[0].get("errmsg") or exc)
@@ -462,10 +462,16 @@ _BSON_TOO_LARGE = 10334
 def _too_large(docs: list[dict]) -> str:
     """Which document of ``docs`` is over the BSON limit, named by its file and line when it has them."""
     size, doc = max(((len(bson.encode(d)), d) for d in docs), key=lambda pair: pair[0])
-    source = doc.get("_source") if isinstance(doc.get("_source"), dict) else {}
-    where = f"{source['path']}:{source['line']}: " if source.get("path") and source.get("line") else ""
-    return (f"{where}document {doc.get('_id')!r} is {size:,} bytes as BSON, over MongoDB's "
+    return (f"{_where(doc)}document {doc.get('_id')!r} is {size:,} bytes as BSON, over MongoDB's "
             f"{MAX_BSON_BYTES:,}-byte limit")
+
+
+def _where(doc: dict) -> str:
+    """``file:line: `` of a document whose ``_source`` says where it was read, else nothing."""
+    source = doc.get("_source")
+    if isinstance(source, dict) and source.get("path") and source.get("line"):
+        return f"{source['path']}:{source['line']}: "
+    return ""
 
 
 def _not_storable(docs: list[dict], exc: Exception) -> str:
@@ -474,9 +480,7 @@ def _not_storable(docs: list[dict], exc: Exception) -> str:
         try:
             bson.encode(doc)
         except InvalidDocument as bad:
-            source = doc.get("_source") if isinstance(doc.get("_source"), dict) else {}
-            where = f"{source['path']}:{source['line']}: " if source.get("path") and source.get("line") else ""
-            return f"{where}document {doc.get('_id')!r} cannot be stored: {bad}"
+            return f"{_where(doc)}document {doc.get('_id')!r} cannot be stored: {bad}"
     return f"a document cannot be stored: {exc}"
 
 

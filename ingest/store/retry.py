@@ -86,9 +86,10 @@ class Retry:
             self._count(state)
             failed.append(state.outcome.exception())
 
+        budget = tenacity.stop_after_delay(self.budget_s)
         wait(random.uniform(0, 0.2))
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_any(tenacity.stop_after_delay(self.budget_s), lambda state: self.server_gone()),
+            stop=lambda state: budget(state) or self.server_gone(),
             wait=tenacity.wait_random_exponential(multiplier=0.2, max=self.max_wait_s),
             retry=tenacity.retry_if_exception(is_transient),
             before_sleep=before_sleep,

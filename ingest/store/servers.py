@@ -161,7 +161,7 @@ def ensure_hashed_indexes(db) -> dict[str, str]:
             with db_errors(f"creating the hashed index on {coll}.{field}", feature="hashed indexes"):
                 db[coll].create_index([(field, "hashed")])
         except UnsupportedFeature as exc:
-            reason = driver_reason(exc.__cause__)
+            reason = driver_reason(exc.__cause__ or exc)  # db_errors raised it from the driver's error
             raise UnsupportedFeature(
                 f"no hashed shard-key indexes: the server refused them ({reason}); the collections "
                 "work unsharded here and get them on a real MongoDB (`sci-ingest shard` via mongos)"

@@ -103,17 +103,18 @@ def own_disk_full(exc: BaseException, *folders: str | os.PathLike) -> DiskFull |
     of causes), named by the file's folder when the error names a file, else by the first of ``folders``
     whose file system is short of space (else the first of them); None when no write lacked room."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, DiskFull):
-            return exc
-        if isinstance(exc, OSError) and (exc.errno in _NO_ROOM or any(t in str(exc) for t in _NO_ROOM_TEXT)):
-            if exc.filename:
-                return DiskFull(no_space(Path(os.fsdecode(exc.filename)).parent))
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, DiskFull):
+            return link
+        if isinstance(link, OSError) and (link.errno in _NO_ROOM or any(t in str(link) for t in _NO_ROOM_TEXT)):
+            if link.filename:
+                return DiskFull(no_space(Path(os.fsdecode(link.filename)).parent))
             named = [Path(f) for f in folders if f]
             short = [f for f in named if short_of_space(f)]
-            return DiskFull(no_space((short or named or ["the folder being written"])[0]))
-        exc = exc.__cause__ or exc.__context__
+            return DiskFull(no_space((short or named)[0] if named else "the folder being written"))
+        link = link.__cause__ or link.__context__
     return None
 
 
