@@ -49,7 +49,7 @@ from analytics.reading.streaming import (
     StreamSpec,
     batch_starts,
 )
-from ingest.config import SETTINGS, Choice, setting
+from ingest.config import READ_MODE_CHOICE, Choice, setting
 from ingest.errors import ConfigError
 from ingest.schema import Column, Schema
 from ingest.store.catalog import HITS, MATERIALS, SEARCHES, TASKS
@@ -61,7 +61,7 @@ __all__ = ["ReadPlan", "Capabilities", "probe", "plan_reads", "plan_stages", "RE
            "document_weight", "stored_bytes_per_document",
            "WHOLE_DOCUMENT_BYTES"]
 
-READ_MODES = SETTINGS["SCI_INGEST_READ_MODE"].type.choices
+READ_MODES = READ_MODE_CHOICE.choices  # SCI_INGEST_READ_MODE's
 #: Default partitioning: 2 partitions per Dask thread so every worker has work,
 #: none smaller than MIN_ROWS_PER_PARTITION documents (each partition costs a
 #: query and a task), and none larger than MAX_ROWS_PER_PARTITION (a partition
