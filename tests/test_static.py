@@ -1,4 +1,5 @@
-"""The static checks `make test` runs: ruff with the project's rule set, over the whole project.
+"""The static checks `make test` runs: ruff with the project's rule set over the whole project, and mypy over
+ingest/ and analytics/ (pyproject.toml's ``[tool.mypy]``).
 
 The rule set is pyproject.toml's ``[tool.ruff.lint]``: pyflakes (F), bugbear (B), the import order
 (I), pyupgrade (UP) and the import rule (PLC0415, whose reasons tests/test_layering.py holds).
@@ -6,6 +7,7 @@ The rule set is pyproject.toml's ``[tool.ruff.lint]``: pyflakes (F), bugbear (B)
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -43,3 +45,46 @@ def test_ruff_with_the_project_rules_catches_what_they_are_for(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = {line.split(" ")[1] for line in proc.stdout.splitlines() if "made_up.py:" in line}
     assert {"F401", "B023", "UP035", "I001"} <= found, proc.stdout
+
+
+MYPY = Path(sys.executable).with_name("mypy")
+
+
+def _mypy(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MYPY), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_mypy_finds_nothing_in_ingest_and_analytics():
+    """What pyproject.toml's ``[tool.mypy]`` names (``files``: ingest/ and analytics/), type-checked clean."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert set(config["files"]) == {"ingest", "analytics"}
+    assert not {"ignore_errors", "disable_error_code"} & set(config), "the check covers every error code"
+    proc = _mypy()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_with_the_project_config_catches_what_it_is_for(tmp_path):
+    """The check can fail: a wrong return type and an Optional used unchecked, flagged under the
+    project's configuration."""
+    bad = tmp_path / "made_up.py"
+    bad.write_text("def f(x: int) -> str:\n    return x\n\n\n"
+                   "def g(d: dict[str, int]) -> int:\n    return d.get('a') + 1\n")
+    proc = _mypy("--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"), str(bad),
+                 cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[return-value]" in proc.stdout and "[operator]" in proc.stdout, proc.stdout
+
+
+_IGNORE = re.compile(r"#\s*type:\s*ignore(?P<codes>\[[^\]]*\])?(?P<rest>.*)$")
+
+
+def test_every_type_ignore_names_its_code_and_says_why():
+    """A silenced error is one error code, with its reason after it on the line (``# type: ignore[code]  # why``)."""
+    bare = []
+    for top in ("ingest", "analytics"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                found = _IGNORE.search(line)
+                if found and (not found["codes"] or not re.match(r"\s*#\s*\S", found["rest"])):
+                    bare.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not bare, "\n".join(bare)

@@ -108,7 +108,7 @@ _SLOT_FIELDS = (
     (b"sim", "similarity"),
     (b"overlap", "overlap"),
 )
-_HSP_FIELD_ORDER = tuple(Hsp.__slots__)  # type: ignore[attr-defined]
+_HSP_FIELD_ORDER = tuple(Hsp.__slots__)  # type: ignore[attr-defined]  # dataclass(slots=True) makes it
 
 
 _BUILDERS: dict[tuple[str, ...], Callable] = {}
@@ -224,7 +224,7 @@ def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit |
     n_lines = hit_lines = 0  # lines of the hits done, of the hit being read
     # consecutive alignments: a scanner matches each where the previous one ended
     # (Pattern.scanner is CPython's, undocumented, and not in typeshed's stubs: the ignores below)
-    scan = pat.scanner(buf, p).match if pat is not None else None  # type: ignore[attr-defined]
+    scan = pat.scanner(buf, p).match if pat is not None else None  # type: ignore[attr-defined]  # not in typeshed
     fixed = _FIXED_LINES[pat] if pat is not None else 0
     dicts = ctx.dicts
     unterminated = ctx.unterminated
@@ -311,7 +311,7 @@ def fast_hits(buf: bytes, pos: int, stop: int, ctx: HitContext, hits: list[Hit |
                 try:
                     c1 = c0 + ov  # type: ignore[operator]  # None: TypeError, caught
                     # 45: "-"
-                    last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # type: ignore[operator]
+                    last_gap = ov > 0 and qdisp[c1 - 1] == 45 and hdisp[c1 - 1] == 45  # type: ignore[operator]  # as above
                 except (TypeError, IndexError):  # no overlap, or beyond the sequences
                     last_gap = True
                 if (
