@@ -96,8 +96,9 @@ def register(add, common: argparse.ArgumentParser) -> None:
     p.add_argument("collection", nargs="?", metavar="COLLECTION", help="hits, searches, materials, tasks or an "
                    "analysis output (--collections lists them)")
     _query_options(p)
-    p.add_argument("--format", choices=["table", "csv", "jsonl", "parquet"],
-                   help="output format (default table, with --json jsonl; parquet needs --out)")
+    p.add_argument("--format", choices=["table", "csv", "jsonl", "parquet", "bed", "gff3", "blast-tab"],
+                   help="output format (default table, with --json jsonl; parquet needs --out); hits only: bed, "
+                        "gff3, blast-tab, one line per HSP (see `sci-ingest export --help`)")
     p.add_argument("--explain", action="store_true", help="print how the server runs the query, not its rows")
     p.add_argument("--fields-list", action="store_true", help="list the collection's fields, questions, indexes")
     p.add_argument("--collections", action="store_true", help="list the curated collections")
@@ -110,19 +111,34 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "\nColumns: every curated field (--fields to choose), typed by its declared kind; a document\n"
             "whose field has another type is set aside, never converted: counted on stderr and named in\n"
             "OUT.rejects.jsonl.  Streams in batches (--batch-size, default 2000 documents).\n"
+            "\nHits as genome-browser and BLAST-table lines (also `query hits --format ...`), one line per\n"
+            "HSP, on the library sequence (hit_id); strand + / - on it (a reverse-complement hit: -), . for\n"
+            "a protein library; an HSP without coordinates (a table-only hit) set aside, exit 2:\n"
+            "  bed        BED6+7, 0-based half-open; name the query id, score the bit score rounded and held\n"
+            "             to 0..1000; then evalue, bits, pident, qstart, qend (0-based half-open), qstrand,\n"
+            "             hsp (<hit _id>#<k>); an id with whitespace, a control or non-ASCII character: set aside\n"
+            "  gff3       GFF3, 1-based closed; type nucleotide_match / protein_match /\n"
+            "             translated_nucleotide_match; score the E-value; Target the query's range; ids\n"
+            "             percent-encoded; ##sequence-region from hit_length where it is one length\n"
+            "  blast-tab  -outfmt 6: qseqid sseqid pident length mismatch gapopen qstart qend sstart send\n"
+            "             evalue bitscore, 1-based, minus strand end to start (sstart > send), then FASTA's\n"
+            "             zscore opt score psim qlen slen; NA where the document has no value; no header\n"
+            "  (--fields does not apply; default file hits.bed, hits.gff3, hits.tsv)\n"
             "\nWhere: --out FILE (replaced when the export is complete: written to a temporary file, then\n"
             "renamed); without --out, COLLECTION.FORMAT in the current folder, which is never replaced\n"
             "unless --force (an existing one: exit 64, nothing written).  --out naming a folder: exit 64.\n"
             + LANGUAGE,
             json="print what was written as one JSON object on stdout (rows, columns, documents set aside, ...)",
             here={Exit.PARTIAL: "written, with documents set aside: their fields' types differ from the declared "
-                                "schema; each is named in OUT.rejects.jsonl and counted on stderr",
+                                "schema (bed, gff3, blast-tab: HSPs that cannot be written); each is named in "
+                                "OUT.rejects.jsonl and counted on stderr",
                   Exit.USAGE: BAD_QUERY + "; without --out, a COLLECTION.FORMAT that exists (--force replaces "
                                           "it); --out naming a folder; nothing was written"})
     p.add_argument("collection", metavar="COLLECTION", help="hits, searches, materials, tasks or an analysis output")
     _query_options(p)
-    p.add_argument("--format", choices=["parquet", "arrow", "csv"], default="parquet",
-                   help="parquet (default), arrow (Arrow IPC file, Feather v2) or csv")
+    p.add_argument("--format", choices=["parquet", "arrow", "csv", "bed", "gff3", "blast-tab"], default="parquet",
+                   help="parquet (default), arrow (Arrow IPC file, Feather v2) or csv; for hits also bed, gff3 and "
+                        "blast-tab (one line per HSP, below)")
     p.add_argument("--batch-size", type=typed(BATCH), metavar="N", help=f"documents per batch read, {BATCH.range()} "
                    "(default 2000)")
     p.add_argument("--force", action="store_true", help="without --out: replace an existing COLLECTION.FORMAT "

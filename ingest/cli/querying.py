@@ -13,6 +13,8 @@ from ingest.errors import Exit
 from ingest.fileio import printable, stderr_line
 from ingest.query import QueryError
 from ingest.query.compile import build
+from ingest.query.genomic import FORMATS as GENOMIC
+from ingest.query.genomic_export import SUFFIX, summary_lines, write_genomic
 from ingest.query.output import run_query
 from ingest.query.plan import explain, scan_warning
 from ingest.report import dumps, table
@@ -94,6 +96,9 @@ def _query_format(args) -> str:
     if args.json and args.format in ("table", "csv") and not args.out:
         raise QueryError("--json", f"prints JSON Lines on stdout, --format {args.format} prints text: give one "
                                    "of them (or --out FILE, which --json then reports on)")
+    if args.json and args.format in GENOMIC and not args.out:
+        raise QueryError("--json", f"prints JSON Lines on stdout, --format {args.format} prints its own lines: give "
+                                   "one of them (or --out FILE, which --json then reports on)")
     fmt = args.format or ("jsonl" if args.json else "table")
     if fmt == "parquet" and not args.out:
         raise QueryError("--out", "--format parquet writes a file: give --out FILE")
@@ -116,6 +121,7 @@ def cmd_query(args) -> int:
         return _print_fields(curated, args.json)
     spec = _spec(args, curated)
     fmt = _query_format(args)
+    _check_genomic(args, curated, fmt)
     _check_out(args.out)
     with database(settings_from(args)) as conn:
         coll = conn.db[curated.name]
@@ -129,6 +135,8 @@ def cmd_query(args) -> int:
             _say("warning", warning)
         if fmt == "parquet":
             return _export(coll, spec, "parquet", args.out, args)
+        if fmt in GENOMIC:
+            return _genomic(coll, spec, fmt, args.out, args)
         written = run_query(coll, spec, fmt, args.out, _say)
     if not written:
         _say("note", f"no document of {curated.name} matches")
@@ -193,7 +201,8 @@ def cmd_export(args) -> int:
     curated = _curated(args.collection)
     spec = _spec(args, curated, default_fields=tuple(f.name for f in curated.fields))
     fmt = args.format
-    out = args.out or f"{curated.name}.{fmt}"
+    _check_genomic(args, curated, fmt)
+    out = args.out or f"{curated.name}.{SUFFIX.get(fmt, fmt)}"
     _check_out(args.out)
     if not args.out and os.path.lexists(out) and not args.force:
         raise QueryError("export", f"{printable(out)} exists and no --out names it: nothing written; give --out "
@@ -203,7 +212,37 @@ def cmd_export(args) -> int:
         spec.settle(coll, conn.info)
         for note in list(curated.notes) + spec.notes:  # e.g. an output column without a kind, not exported
             _say("note", note)
+        if fmt in GENOMIC:
+            return _genomic(coll, spec, fmt, out, args)
         return _export(coll, spec, fmt, out, args)
+
+
+def _check_genomic(args, curated, fmt: str) -> None:
+    """bed, gff3 and blast-tab write hits, one line per HSP, in columns of their own: another collection
+    or --fields is a usage error (exit 64), before any work."""
+    if fmt not in GENOMIC:
+        return
+    if curated.name != "hits":
+        raise QueryError("--format", f"{fmt} writes the HSPs of hits (positions on the library sequences): "
+                                     f"{printable(curated.name)} has none; use parquet, arrow or csv")
+    if args.fields:
+        raise QueryError("--fields", f"--format {fmt} has columns of its own (docs/querying.md, \"Genome-browser "
+                                     "and BLAST-table exports\"): leave --fields out")
+
+
+def _genomic(coll, spec, fmt: str, out: str | None, args) -> int:
+    """One line per HSP (:mod:`ingest.query.genomic_export`); the summary on stderr (with --json and a
+    file: on stdout, as one object).  Exit 2 when an HSP was set aside."""
+    result = write_genomic(coll, spec, fmt, out)
+    to_file = bool(out) and out != "-"
+    for level, message in summary_lines(result, coll.name):
+        if level != "info" or (to_file and not args.json):  # the rows on stdout: no info line beside them
+            _say(level, message)
+    if not result.documents:
+        _say("note", f"no document of {coll.name} matches")
+    if args.json and to_file:
+        print(dumps({"collection": coll.name, **result.as_dict()}))
+    return Exit.PARTIAL if result.set_aside else Exit.OK
 
 
 @_guarded

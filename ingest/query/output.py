@@ -44,7 +44,7 @@ from ingest.report import json_text
 from ingest.schema import path_getter
 from ingest.store.mongo import db_errors
 
-__all__ = ["BATCH", "TABLE_SAMPLE", "TABLE_WIDTH", "atomic_output", "rows", "write_rows", "text_value"]
+__all__ = ["BATCH", "TABLE_SAMPLE", "TABLE_WIDTH", "atomic_output", "find_cursor", "rows", "write_rows", "text_value"]
 
 BATCH = 1000
 TABLE_SAMPLE = 100
@@ -178,15 +178,21 @@ def _table(out, names: list[str], values: Iterable[list]) -> int:
     return n
 
 
-def run_query(coll, spec, fmt: str, out_path: str | None, log) -> int:
-    """Stream the documents of ``spec`` from ``coll`` to ``out_path`` (stdout when None) as ``fmt``; rows written."""
-    cursor = coll.find(spec.filter, spec.projection, batch_size=BATCH)
+def find_cursor(coll, spec, projection=None, batch_size: int = BATCH):
+    """The cursor of ``spec`` (filter, sort, limit, hint) over ``coll``, with ``projection`` (the spec's by default)."""
+    cursor = coll.find(spec.filter, spec.projection if projection is None else projection, batch_size=batch_size)
     if spec.sort:
         cursor = cursor.sort(spec.sort)
     if spec.limit:
         cursor = cursor.limit(spec.limit)
     if spec.hint:
         cursor = cursor.hint(list(spec.hint.items()))
+    return cursor
+
+
+def run_query(coll, spec, fmt: str, out_path: str | None, log) -> int:
+    """Stream the documents of ``spec`` from ``coll`` to ``out_path`` (stdout when None) as ``fmt``; rows written."""
+    cursor = find_cursor(coll, spec)
     with db_errors(f"querying {coll.name}"), atomic_output(out_path) as out:
         written = write_rows(out, spec.fields, rows(cursor, spec.fields), fmt, terminal=_is_terminal(out))
         out.flush()
