@@ -26,6 +26,8 @@ FASTA's: 1-based, inclusive, start <= end on each side, the strand apart
 * **BLAST tabular**: BLAST's 12 columns (:data:`BLAST_COLUMNS`), coordinates 1-based
   inclusive, a side on the minus strand written end to start as BLAST does (``sstart >
   send`` for a reverse-complement hit), then FASTA's own statistics (:data:`BLAST_EXTRA`).
+  ``length`` is the alignment's columns, gaps included, ``gapopen`` the runs of gaps,
+  ``pident`` FASTA's identity (identical columns over all columns), as BLAST defines them.
   No ``# Fields:`` line: ``-outfmt 6`` has none (``-outfmt 7``'s comments are another
   format); the columns are these, always.  ``NA`` where the document lacks a value
   (mismatches and gap opens when the file held no alignment text).  Ids with whitespace or
@@ -77,7 +79,7 @@ class Hsp:
     send: int
     qstrand: str | None
     sstrand: str | None
-    qtype: str | None  # "DNA" / "protein", from the hit's search
+    qtype: str | None  # "dna" / "protein", from the hit's search
     stype: str | None
     qlen: int | None
     slen: int | None
@@ -190,10 +192,11 @@ def _float_text(value: float | None, missing: str) -> str:
 
 
 def _percent(fraction: float | None, missing: str) -> str:
-    """A fraction 0..1 as a percentage with 3 decimals (BLAST+'s ``pident``): FASTA prints 3 or 4 digits."""
+    """A fraction 0..1 as a percentage, to the digits FASTA printed (``0.826`` -> ``82.6``, never ``82.600``:
+    no precision the file did not have; 4 decimals at most, what a float's product leaves is rounded off)."""
     if fraction is None or not math.isfinite(fraction):
         return missing
-    return f"{fraction * 100:.3f}"
+    return repr(round(fraction * 100, 4))
 
 
 def _int_text(value, missing: str) -> str:
