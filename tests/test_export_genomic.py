@@ -12,20 +12,18 @@ BTOP strings give them.  A tool that is absent skips its test, saying which Debi
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from test_export import cli
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent / "sci-ingest"
 BEDTOOLS, GT = shutil.which("bedtools"), shutil.which("gt")
 needs_bedtools = pytest.mark.skipif(BEDTOOLS is None, reason="bedtools is not installed (Debian package bedtools)")
 needs_gt = pytest.mark.skipif(GT is None, reason="gt is not installed (Debian package genometools)")
@@ -42,13 +40,6 @@ def loaded(mongo_uri, mongo_client):
                server_kind="test")
     yield mongo_client[name]
     mongo_client.drop_database(name)
-
-
-def cli(mongo_uri, db_name, *argv, cwd):
-    env = {**os.environ, "MONGODB_URI": mongo_uri, "SCI_INGEST_HOME": str(cwd)}
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    return subprocess.run([str(BIN), *argv, "--db", db_name], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=180)
 
 
 def tool(*argv) -> str:
