@@ -8,8 +8,10 @@ day again loads nothing new: the ledger knows every file already loaded by its s
 
 Then one small task per data collection (searches, hits, materials, tasks) declares that
 collection's Asset as its outlet and succeeds only when the load wrote documents into it;
-otherwise it is skipped and no Asset event is emitted.  ``sci_ingest_curated`` runs on those
-events.  Backfills: ``airflow backfill create --dag-id sci_ingest_landing --from-date ...
+otherwise it is skipped and no Asset event is emitted.  The event's extra says what the load
+did (run id, day, documents of that collection, files loaded/skipped/failed, values set aside,
+warnings, the loader's own checks); no partition key (docs/airflow.md says why).
+``sci_ingest_curated`` runs on those events.  Backfills: ``airflow backfill create --dag-id sci_ingest_landing --from-date ...
 --to-date ...`` (each day once; ``--reprocess-behavior`` decides about days already run).
 """
 
@@ -46,13 +48,12 @@ def sci_ingest_landing():
 
     def announce(collection: str):
         @task(task_id=f"{collection}_written", outlets=[collection_asset(collection)], retries=0)
-        def written(result: dict) -> int:
-            """Succeed (emitting the collection's Asset event) only if the load wrote into it."""
-            from airflow.sdk.exceptions import AirflowSkipException
+        def written(result: dict) -> dict:
+            """Succeed (emitting the collection's Asset event, its extra saying what the load did)
+            only if the load wrote into it."""
+            from ingest.airflow.support import announce_landing
 
-            if collection not in result.get("changed", []):
-                raise AirflowSkipException(f"no {collection} documents written on {result.get('day')}")
-            return 1
+            return announce_landing(get_current_context(), collection, result)
 
         return written
 

@@ -534,6 +534,10 @@ def _task_load(run_id: str, paths, mongo_uri: str | None, lineage: dict | None, 
                             cluster=cluster)
     result = {"run_id": run_id, **summary.as_dict()}
     result.pop("files")
+    loaded = [f for f in summary.files if f.status == "loaded"]
+    # what an Asset event of the landing says (ingest.airflow.support.landing_event_extra)
+    result["documents"] = {coll: sum(f.records.get(coll, 0) for f in loaded) for coll in _changed(summary)}
+    result["warnings"] = sum(f.warnings_total for f in loaded)
     if summary.files and summary.count("failed") == len(summary.files):
         raise InputError(f"every input failed: {result['failed'][:3]}")
     return result, summary

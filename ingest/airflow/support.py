@@ -19,15 +19,22 @@ without Airflow installed.
   Airflow does not retry what cannot succeed on a retry; transient errors
   (server, database) propagate unchanged and are retried.
 * :func:`paths_param` -- the ``paths`` DAG param normalised to ``list[str] | None``.
+* :func:`announce_landing`, :func:`landing_event_extra` -- a landing run's Asset event and what it
+  carries; :func:`log_trigger` -- what a curated run reacts to, said in its log.
+* :func:`curated_schedule` -- the curated DAG's Assets or its daily catch-up (Airflow issue #56050);
+  :func:`wait_while_held` -- the Variable ``sci_ingest_curated_hold`` holding a curated run.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import reduce
+from operator import or_
 from typing import Any
 from urllib.parse import urlencode
 
@@ -191,14 +198,130 @@ def data_day(context: Mapping[str, Any]) -> str:
     return moment.strftime("%Y-%m-%d")
 
 
-def log_trigger(context: Mapping[str, Any]) -> None:
-    """Say which Asset events started an Asset-triggered run, and what the analyses read."""
+#: What an Asset event of the landing DAG carries (its ``extra``): :func:`landing_event_extra`.
+EVENT_FIELDS = ("run_id", "day", "collection", "documents", "files_loaded", "files_skipped", "files_failed",
+                "set_aside", "warnings", "load_checks")
+
+
+def landing_event_extra(result: Mapping[str, Any], collection: str) -> dict:
+    """The ``extra`` of the Asset event a landing run emits for ``collection``: JSON only.
+
+    ``result`` is what :func:`ingest.pipeline.task_load_landing` returned.  ``documents``: the
+    documents the files loaded by this run hold in ``collection``; ``files_*``, ``set_aside`` and
+    ``warnings`` are the whole load's.  The landing DAG does not validate (the curated DAG's
+    ``validate`` does): ``load_checks`` is the loader's own verdict, ``clean`` when no file failed
+    and no value was set aside, else ``partial`` - never a validation verdict it does not have.
+    """
+    failed, set_aside = int(result.get("files_failed") or 0), int(result.get("set_aside") or 0)
+    extra = {"run_id": str(result.get("run_id") or ""), "day": str(result.get("day") or ""), "collection": collection,
+             "documents": int((result.get("documents") or {}).get(collection, 0)),
+             "files_loaded": int(result.get("files_loaded") or 0), "files_skipped": int(result.get("files_skipped") or 0),
+             "files_failed": failed, "set_aside": set_aside, "warnings": int(result.get("warnings") or 0),
+             "load_checks": "clean" if failed == 0 and set_aside == 0 else "partial"}  # fmt: skip
+    return extra
+
+
+def announce_landing(context: Mapping[str, Any], collection: str, result: Mapping[str, Any]) -> dict:
+    """A landing run's announce task: skipped (no Asset event) unless the load wrote into
+    ``collection``; else its Asset event carries :func:`landing_event_extra` (returned too).
+
+    No partition key: on Airflow 3.3.2 an event with one queues only partition-aware Dags
+    (``AssetManager._queue_dagruns``), so ``sci_ingest_curated`` would never run on it; the day is
+    in the extra instead (docs/airflow.md, "What an Asset event carries")."""
+    from airflow.sdk.exceptions import AirflowSkipException  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
+
+    if collection not in result.get("changed", []):
+        raise AirflowSkipException(f"no {collection} documents written on {result.get('day')}")
+    extra = landing_event_extra(result, collection)
+    context["outlet_events"][collection_asset(collection)].extra = extra
+    print(f"announcing {collection_asset(collection).name}: {event_summary(extra)}", file=sys.stderr, flush=True)
+    return extra
+
+
+#: The Airflow Variable that holds the curated runs after their analyses, before they validate (true/false):
+#: an operator's window to look at fresh analyses before the verdicts, and the scheduler test's way to keep
+#: a run active while events arrive (docs/airflow.md).
+CURATED_HOLD_VARIABLE = "sci_ingest_curated_hold"
+
+
+def wait_while_held(every: float = 3.0) -> bool:
+    """Wait while the Variable :data:`CURATED_HOLD_VARIABLE` is on (the task's ``execution_timeout``
+    bounds the wait); whether it waited.  The task log says when it waits and when it is released."""
+    from airflow.sdk import Variable  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
+
+    def held() -> bool:
+        with failing_at_once():  # a value that is no flag: no retry
+            value = Variable.get(CURATED_HOLD_VARIABLE, default="") or ""
+            return parse_flag(value, f"the Airflow Variable {CURATED_HOLD_VARIABLE}")
+
+    if not held():
+        return False
+    print(f"held: the Airflow Variable {CURATED_HOLD_VARIABLE} is on; waiting until it is off or deleted",
+          file=sys.stderr, flush=True)  # fmt: skip
+    while held():
+        time.sleep(every)
+    print(f"released: the Airflow Variable {CURATED_HOLD_VARIABLE} is off", file=sys.stderr, flush=True)
+    return True
+
+
+#: The curated DAG's catch-up: besides its Asset events, a scheduled run each day at 06:00 UTC (the landing
+#: DAG's daily run starts at 00:00), so that work waiting on an event Airflow holds back (issue #56050) waits
+#: a day at most.  A run reads what was loaded since each analysis last ran (the ledger), not the events.
+#: Airflow's own configuration changes it: ``[sci_ingest] curated_catch_up`` (a cron expression, or ``none``
+#: for Asset events alone), e.g. ``AIRFLOW__SCI_INGEST__CURATED_CATCH_UP``.
+CURATED_CATCH_UP = "0 6 * * *"
+
+
+def curated_schedule():
+    """``sci_ingest_curated``'s schedule: any collection's Asset event, or the daily catch-up.
+
+    The catch-up is a cron trigger: unpausing the DAG (``catchup=False``) runs the latest tick at once."""
+    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, conf  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
+
+    assets = reduce(or_, (collection_asset(c) for c in ASSET_COLLECTIONS))
+    cron = (conf.get("sci_ingest", "curated_catch_up", fallback=CURATED_CATCH_UP) or "").strip()
+    if cron.lower() in ("", "none", "off"):
+        return assets
+    return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"), assets=assets)
+
+
+def event_summary(extra: Mapping[str, Any] | None) -> str:
+    """One line of an event's ``extra`` as the curated run's log says it (an event without one: said)."""
+    if not extra:
+        return "no extra (not emitted by sci_ingest_landing: e.g. sci_ingest_backfill or the REST API)"
+    said = [f"day {extra['day']}" if extra.get("day") else "",
+            f"{extra['documents']:,} {extra.get('collection', '')} document(s)" if "documents" in extra else "",
+            f"files {extra.get('files_loaded', 0)} loaded/{extra.get('files_failed', 0)} failed"
+            if "files_loaded" in extra else "",
+            f"{extra['set_aside']} value(s) set aside" if extra.get("set_aside") else "",
+            f"{extra['warnings']} warning(s)" if extra.get("warnings") else "",
+            f"load checks {extra['load_checks']}" if extra.get("load_checks") else ""]  # fmt: skip
+    others = sorted(set(extra) - set(EVENT_FIELDS))
+    return ", ".join([s for s in said if s] + ([f"other keys: {', '.join(others)}"] if others else [])) or "empty extra"
+
+
+def log_trigger(context: Mapping[str, Any]) -> list[str]:
+    """Say which Asset events started an Asset-triggered run, one line each (source DAG and run,
+    collection, what the event's extra says), and that the analyses read the ledger; returns the lines."""
     events = context.get("triggering_asset_events") or {}
-    names = []
+    lines = []
     for asset, asset_events in dict(events).items():
-        names.append(f"{getattr(asset, 'name', asset)} ({len(asset_events)} event(s))")
-    print(f"triggered by: {', '.join(names) or 'no Asset event (a manual run)'}; each analysis says below what "
-          "changed in its sources and what it read", file=sys.stderr, flush=True)
+        for event in asset_events:
+            source = f"{event.source_dag_id}/{event.source_run_id}" if event.source_dag_id else "the REST API"
+            key = f" partition {event.partition_key}" if getattr(event, "partition_key", None) else ""
+            lines.append(f"reacting to {getattr(asset, 'name', asset)}{key} from {source} "
+                         f"({event.source_task_id or 'no task'}, {event.timestamp:%Y-%m-%dT%H:%M:%SZ}): "
+                         f"{event_summary(event.extra)}")  # fmt: skip
+    if not lines:
+        run = context.get("dag_run")
+        kind = str(getattr(getattr(run, "run_type", None), "value", getattr(run, "run_type", "")) or "")
+        lines.append("no Asset event: the daily catch-up run (it reads whatever was loaded since each analysis last ran)"
+                     if kind == "scheduled" else f"no Asset event ({kind or 'manual'} run)")  # fmt: skip
+    for line in lines:
+        print(f"triggered by: {line}", file=sys.stderr, flush=True)
+    print("each analysis says below what changed in its sources since it last ran and what it read (from the "
+          "ledger, not from the events)", file=sys.stderr, flush=True)
+    return lines
 
 
 def lineage_of(context: Mapping[str, Any]) -> dict:

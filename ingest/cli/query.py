@@ -27,6 +27,7 @@ the --where language (docs/querying.md):
   evalue < 1e-20 and identity > 0.9          comparisons < <= > >= == !=, and / or / not, ( )
   query_id in ["a", "b"]   rank not in [1]   1 <= band_gap <= 3   band_gap between 1 and 3
   elements has "O"   elements has all ["Fe", "O"]   elements has any ["S", "Se"]
+  elements has only Li, Fe, P, O             (no other element: chemsys in every sub-system)
   is_stable == true   z_score exists   hit_description missing   `params.pg_matrix` == "BL50"
   strings in double quotes (JSON escapes); fields by their curated names (`query COLLECTION
   --fields-list`), or a raw document path in backquotes

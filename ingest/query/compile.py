@@ -9,6 +9,8 @@
 ``f in [..]`` / ``f not in [..]``  ``{path: {$in: [..]}}`` / ``{path: {$nin: [..]}}``
 ``f has v``                        ``{path: v}`` (a list holding ``v``)
 ``f has all [..]`` / ``any [..]``  ``{path: {$all: [..]}}`` / ``{path: {$in: [..]}}``
+``elements has only [..]``         ``{chemsys: {$in: [every sub-system]}}`` (an index on
+                                   ``chemsys`` serves it; ``Li, O`` -> ``Li``, ``O``, ``Li-O``)
 ``f exists`` / ``f missing``       ``{path: {$exists: true|false}}``
 ``a and b``                        one document ``{pa: .., pb: ..}`` (conditions on one
                                    field merged: ``{band_gap: {$gte: 1, $lte: 3}}``), with
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import combinations
 from typing import Any, TypeGuard
 
 from ingest.query import QueryError
@@ -49,7 +52,7 @@ from ingest.schema import projection_for
 from ingest.store.curated import Curated, Field
 from ingest.store.indexes import numeric_keys_exact
 
-__all__ = ["to_filter", "evaluate", "Spec", "build", "parse_fields", "parse_sort", "MAX_LIMIT"]
+__all__ = ["to_filter", "evaluate", "subsystems", "Spec", "build", "parse_fields", "parse_sort", "MAX_LIMIT"]
 
 _OPS = {"!=": "$ne", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte"}
 
@@ -67,6 +70,9 @@ def to_filter(node: Node) -> dict:
         path = node.field.path
         if node.mode == "one":
             return {path: node.values[0]}
+        if node.mode == "only":
+            assert node.system is not None  # the parser names it (language.SYSTEMS)
+            return {node.system.path: {"$in": subsystems(node.values)}}
         return {path: {"$all" if node.mode == "all" else "$in": list(node.values)}}
     if isinstance(node, Exists):
         return {node.field.path: {"$exists": node.present}}
@@ -81,6 +87,13 @@ def to_filter(node: Node) -> dict:
     if isinstance(node, And):
         return _merge([to_filter(c) for c in node.children])
     raise TypeError(f"not a query node: {node!r}")
+
+
+def subsystems(values) -> list[str]:
+    """Every non-empty subset of ``values`` as a chemical system: its members sorted, joined by ``-``
+    (``["Fe", "Li", "O"]`` -> ``Fe, Li, O, Fe-Li, Fe-O, Li-O, Fe-Li-O``): what ``has only`` asks ``chemsys``."""
+    members = sorted(set(values))
+    return ["-".join(c) for size in range(1, len(members) + 1) for c in combinations(members, size)]
 
 
 def _is_ops(cond: Any) -> bool:
@@ -223,6 +236,10 @@ def evaluate(node: Node, doc: dict) -> bool:
         return any(evaluate(c, doc) for c in node.children)
     if isinstance(node, Not):
         return not evaluate(node.child, doc)
+    if isinstance(node, Has) and node.mode == "only":  # as its filter asks: the chemical system among the subsets
+        assert node.system is not None
+        systems = _values(doc, node.system.path.split("."))
+        return any(_eq(systems, v) for v in subsystems(node.values))
     values = _values(doc, node.field.path.split("."))
     if isinstance(node, Exists):
         return any(v is not _MISSING for v in values) == node.present

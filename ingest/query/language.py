@@ -15,6 +15,7 @@ operators.  The language (also in docs/querying.md)::
                | field between value and value            (inclusive)
                | field in [value, ...]  | field not in [value, ...]
                | field has value  | field has all [...] | field has any [...]   (list fields)
+               | elements has only [...]   (every element among these: chemsys in every sub-system)
                | field exists     | field missing
     field     := a curated name (evalue, band_gap, ...)  |  `raw.dotted.path` in backquotes
     value     := number (12, -3.5, 1e-20) | "string" (JSON escapes) | true | false | null
@@ -58,14 +59,17 @@ start: or_expr
      | field _BETWEEN value _AND value         -> between
      | field _IN list                          -> in_
      | field _NOT _IN list                     -> not_in
-     | field _HAS _ALL list                    -> has_all
-     | field _HAS _ANY list                    -> has_any
+     | field _HAS _ALL items                   -> has_all
+     | field _HAS _ANY items                   -> has_any
+     | field _HAS _ONLY items                  -> has_only
      | field _HAS value                        -> has
      | field _EXISTS                           -> exists
      | field _MISSING                          -> missing
 field: NAME | RAWPATH
 ?value: NUMBER | STRING | TRUE | FALSE | NULL
 list: "[" value ("," value)* [","] "]"
+items: list | item ("," item)*
+?item: value | NAME
 
 _OR.2: /or\b/i
 _AND.2: /and\b/i
@@ -74,6 +78,7 @@ _IN.2: /in\b/i
 _HAS.2: /has\b/i
 _ALL.2: /all\b/i
 _ANY.2: /any\b/i
+_ONLY.2: /only\b/i
 _BETWEEN.2: /between\b/i
 _EXISTS.2: /exists\b/i
 _MISSING.2: /missing\b/i
@@ -90,9 +95,15 @@ STRING: /"(\\.|[^"\\])*"/
 """
 
 #: Words that cannot be field names (write a raw path in backquotes instead).
-KEYWORDS = ("and", "or", "not", "in", "has", "all", "any", "between", "exists", "missing", "true", "false", "null")
+KEYWORDS = ("and", "or", "not", "in", "has", "all", "any", "only", "between", "exists", "missing", "true", "false", "null")
 
 _INT64 = (-(2**63), 2**63 - 1)
+
+#: ``has only`` is answered through a field holding the list's members sorted and joined by ``-``
+#: (``elements`` -> ``chemsys``): every sub-system of the values, ``$in`` on that field, which an index serves.
+SYSTEMS = {"elements": "chemsys"}
+#: At most this many distinct values after ``has only`` (2**12 - 1 = 4,095 sub-systems in the filter).
+MAX_ONLY = 12
 
 
 # ------------------------------------------------------------------ the tree
@@ -124,7 +135,8 @@ class In:
 class Has:
     field: FieldRef
     values: tuple
-    mode: str = "one"  # one | all | any
+    mode: str = "one"  # one | all | any | only
+    system: FieldRef | None = None  # mode only: the chemical-system field that answers it (chemsys)
 
 
 @dataclass(frozen=True)
@@ -309,6 +321,26 @@ class _Build:
         items = [_value(t, self.text) for t in tree.children if t is not None]
         return items
 
+    def items(self, tree) -> list[_Value]:
+        """After ``has all`` / ``any`` / ``only``: ``[v, ...]``, or ``v, ...`` whose bare names are strings
+        (OPTIMADE's ``elements HAS ONLY "Li","Fe"``, or ``Li, Fe``)."""
+        first = tree.children[0]
+        if getattr(first, "data", None) == "list":
+            return self.values(first)
+        return [_Value(str(t), t.column, str(t)) if t.type == "NAME" else _value(t, self.text) for t in tree.children]
+
+    def system(self, f: FieldRef, distinct: int) -> FieldRef:
+        """The field that answers ``f has only [...]``: the chemical system of ``elements`` (QueryError else)."""
+        name = SYSTEMS.get(f.name) if f.kind is not None else None
+        if name is None or name not in self.curated.by_name:
+            raise QueryError("--where", f"has only is answered through the chemical system: it is for `elements` "
+                             f"of a collection with `chemsys`, not {f.name}", f.column, self.text)
+        if distinct > MAX_ONLY:
+            raise QueryError("--where", f"has only takes at most {MAX_ONLY} distinct values ({2**MAX_ONLY - 1:,} "
+                             f"sub-systems), not {distinct}", f.column, self.text)
+        found = self.curated.by_name[name]
+        return FieldRef(found.name, found.path, found.kind, f.column)
+
     def node(self, tree):
         kind = tree.data
         c = tree.children
@@ -344,11 +376,14 @@ class _Build:
             if f.kind == "list<string>":
                 raise QueryError("--where", f"{f.name} is a list: use `{f.name} has any [...]`", f.column, self.text)
             return In(f, _check_list(f, self.values(c[1]), self.text), negate=kind == "not_in")
-        if kind in ("has", "has_all", "has_any"):
+        if kind in ("has", "has_all", "has_any", "has_only"):
             f = self.field(c[0])
-            values = self.values(c[1]) if kind != "has" else [_value(c[1], self.text)]
-            mode = {"has": "one", "has_all": "all", "has_any": "any"}[kind]
-            return Has(f, _check_has(f, values, self.text), mode)
+            values = self.items(c[1]) if kind != "has" else [_value(c[1], self.text)]
+            mode = {"has": "one", "has_all": "all", "has_any": "any", "has_only": "only"}[kind]
+            checked = _check_has(f, values, self.text)
+            if mode != "only":
+                return Has(f, checked, mode)
+            return Has(f, tuple(sorted(set(checked))), mode, self.system(f, len(set(checked))))
         if kind in ("exists", "missing"):
             return Exists(self.field(c[0]), kind == "exists")
         if isinstance(tree, Token):  # pragma: no cover - the grammar puts no bare token here
@@ -374,7 +409,7 @@ def _syntax_error(exc, text: str) -> QueryError:
 _TERMINALS = {"CMP": "a comparison", "NAME": "a field", "RAWPATH": "a field", "NUMBER": "a number",
               "STRING": "a string", "TRUE": "true", "FALSE": "false", "NULL": "null", "LPAR": "(",
               "RPAR": ")", "LSQB": "[", "RSQB": "]", "COMMA": ",", "_AND": "and", "_OR": "or", "_NOT": "not",
-              "_IN": "in", "_HAS": "has", "_ALL": "all", "_ANY": "any", "_BETWEEN": "between",
+              "_IN": "in", "_HAS": "has", "_ALL": "all", "_ANY": "any", "_ONLY": "only", "_BETWEEN": "between",
               "_EXISTS": "exists", "_MISSING": "missing"}
 
 
