@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     #: What :func:`dask_client` yields: a Dask client, or for small work this process's stand-in.
     DaskClient: TypeAlias = Client | InProcessClient
 
-__all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "WORKER_CONFIG"]
+__all__ = ["dask_client", "warm_up", "thread_count", "import_for_load", "scheduler_security", "WORKER_CONFIG"]
 
 #: Dask configuration every worker of a private cluster runs with, restarted ones included.
 WORKER_CONFIG: dict = {"distributed": {"worker": {"profile": {"enabled": False}}}}
@@ -92,15 +92,24 @@ def _connect(Client, address: str, tls_dir: str | None):
     risk = plain_tcp_risk(address)
     if risk:
         stderr_line(f"warning: {risk}")
+    security = scheduler_security(address, tls_dir)
+    try:
+        return Client(address, timeout="15s", set_as_default=False, security=security)
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
+
+
+def scheduler_security(address: str, tls_dir: str | None = None):
+    """What sci-ingest shows the scheduler at ``address``: the ``client`` certificate of ``tls_dir``
+    (default ``$SCI_INGEST_DASK_TLS``: a ``distributed.Security``), else None (Dask's configuration
+    decides).  :class:`ConfigError` names a missing file, or a ``tls://`` scheduler with no
+    certificate to show."""
     folder = tls_dir if tls_dir is not None else str(setting(TLS_ENV) or "")
     security = client_security(folder)
     if address.startswith("tls://") and security is None and not dask_tls_configured():
         raise ConfigError(f"the Dask scheduler {address} speaks TLS: give sci-ingest a client certificate "
                           f"({TLS_ENV}=DIR, made by `sci-ingest certs DIR`, or Dask's distributed.comm.tls settings)")
-    try:
-        return Client(address, timeout="15s", set_as_default=False, security=security)
-    except (OSError, TimeoutError) as exc:
-        raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
+    return security
 
 
 def dask_tls_configured() -> bool:
