@@ -27,6 +27,17 @@ PRELOADS = ("pymatgen.analysis.phase_diagram", "great_expectations")
 WARM_UPS = {"analyze": ("analytics.steps:prepare_for_analyses", True),
             "validate": ("analytics.steps:prepare_for_validation", False)}
 
+#: What its steps do on the server, for `sci-ingest check` (:mod:`ingest.store.capabilities`): every
+#: step records its timings and makes its indexes; analyze publishes its outputs (written aside, renamed
+#: into place, the old dropped; changed rows replaced in a transaction on a replica set or mongos:
+#: analytics.increment), validate records its verdicts.
+NEEDS = {"analyze": ("find", "insert", "update", "remove", "createIndex", "renameCollectionSameDB", "dropCollection",
+                     "transactions"),
+         "validate": ("find", "insert", "update", "createIndex")}
+
+#: The deployment checks of its readers, "module:function" called as function(uri, db, scratch) -> rows.
+CHECKS = ("analytics.reading.checks:reader_rows",)
+
 
 register_commands = commands.register
 

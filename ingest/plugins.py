@@ -23,6 +23,12 @@ A plugin module may define:
     ``{purpose: ("module:function", here)}``: for a step's purpose, a module-level function every Dask
     worker runs once before the step's first task (its imports), and whether the calling process
     runs it too (:func:`ingest.cluster.warm_up`).
+``NEEDS``
+    ``{command: (need, ...)}``: what each of its commands does on the server (actions and features of
+    :mod:`ingest.store.capabilities`), which ``sci-ingest check`` asks for.
+``CHECKS``
+    ``("module:function", ...)``: more of ``sci-ingest check``'s rows, each function called as
+    ``function(uri, db, scratch)`` (:func:`ingest.store.capabilities.server_rows`).
 
 An installed project has its plugins (``make install`` installs it); a checkout that is not
 installed has none, and what needs one says so (:class:`PluginMissing`).
@@ -97,6 +103,19 @@ def curated_outputs() -> list:
         if outputs is not None:
             found.extend(outputs())
     return found
+
+
+def needs() -> dict[str, tuple[str, ...]]:
+    """Every plugin's ``NEEDS``: what its commands do on the server."""
+    found: dict[str, tuple[str, ...]] = {}
+    for plugin in plugins():
+        found.update(getattr(plugin, "NEEDS", {}))
+    return found
+
+
+def checks() -> list:
+    """Every plugin's ``CHECKS``, resolved: the functions that add rows to ``sci-ingest check``."""
+    return [resolve(target) for plugin in plugins() for target in getattr(plugin, "CHECKS", ())]
 
 
 def warm_up(purpose: str):
