@@ -34,7 +34,7 @@ __all__ = ["build_parser", "main", "run", "Parser"]
 
 #: The commands of ``ingest`` itself (any other loads the plugins).
 OWN_COMMANDS = frozenset({"run", "load", "timings", "server", "parse", "airflow", "hash", "shard", "shard-plan",
-                          "query", "export", "indexes", "certs"})
+                          "query", "export", "indexes", "certs", "check"})
 
 
 class Parser(argparse.ArgumentParser):
@@ -77,6 +77,12 @@ def cmd_server(args) -> int:
     from ingest.cli.server import cmd_server  # noqa: PLC0415 - lazy: SecantusDB's process handling (40 modules); --help and parse must not pay it
 
     return cmd_server(args)
+
+
+def cmd_check(args) -> int:
+    from ingest.cli.check import cmd_check  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; --help and parse must not pay it
+
+    return cmd_check(args)
 
 
 def cmd_airflow(args) -> int:
@@ -185,10 +191,25 @@ def build_parser(with_plugins: bool = True) -> Parser:
     p.add_argument("--port", type=PORT, default=8080, help="the UI's and API's port on 127.0.0.1, 1 to 65535 "
                                                           "(default 8080)")
 
+    _add_check(add)
     shard.register(add, database)
     query.register(add, database)
     certs.register(add, database)
     return parser
+
+
+def _add_check(add) -> None:
+    p = add("check", cmd_check, "what the configured MongoDB and Dask scheduler can do, against what the pipeline "
+            "needs (one table)",
+            "examples:\n  sci-ingest check\n  sci-ingest check --mongo-uri mongodb://loader:PW@db:27017/ "
+            "--scheduler tls://sched:8786\n  sci-ingest check --json | jq .missing\n"
+            "\nEach row is asked with a real command, in a scratch collection of the database that it drops\n"
+            "after (docs/cluster.md, \"Checking a deployment\"): ok; missing (a command needs it);\n"
+            "warn (nothing, or only `shard`, needs it); n/a (the question does not apply here).\n",
+            here={Exit.FATAL: "something a command needs is missing, or the server or the scheduler cannot be "
+                              "reached: named on stderr in one line (the table says why)"})
+    p.add_argument("--scheduler", help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS; none: the "
+                                       "pipeline's private local cluster, nothing to check)")
 
 
 def _add_parse(add) -> None:
