@@ -275,3 +275,15 @@ def test_usage_errors_exit_64(mongo_uri, loaded, tmp_path):
         proc = cli(mongo_uri, loaded.name, *argv, cwd=tmp_path)
         assert proc.returncode == 64 and proc.stderr.startswith("error: --"), (argv, proc.stderr)
         assert not [p for p in tmp_path.iterdir() if p.suffix in (".bed", ".gff3", ".tsv")], argv  # nothing written
+
+
+def test_the_manuals_example_lines_are_the_exports(exports):
+    folder, _ = exports
+    page = (REPO / "docs" / "querying.md").read_text(encoding="utf-8")
+    block = page.split("<!-- genomic-example:begin -->")[1].split("<!-- genomic-example:end -->")[0]
+    lines = [line for line in block.splitlines() if line and not line.startswith("```")]
+    assert len(lines) == 4
+    written = {name: (folder / name).read_text().splitlines() for name in ("hits.bed", "hits.gff3", "hits.tsv")}
+    assert lines[0] in written["hits.bed"]
+    assert lines[1] in written["hits.gff3"] and lines[2] in written["hits.gff3"]
+    assert lines[3] in written["hits.tsv"]
