@@ -1,29 +1,30 @@
 """sci_ingest_curated: refresh the curated collections when new data arrives, not on a clock.
 
 Scheduled on the Assets ``sci_ingest_landing`` and ``sci_ingest_backfill`` emit (any of
-searches, hits, materials, tasks written): a run analyses and validates what is loaded.
+searches, hits, materials, tasks written), or daily at 06:00 UTC: the catch-up that bounds how
+long an event Airflow holds back while a run is active waits (Airflow issue #56050; docs/airflow.md).
+A run analyses and validates what is loaded.
 An analysis with an incremental form (``best_hits``: one row per search) reads only the
 searches of the files loaded since it last ran; the others read their whole source when a
 file changed it and are skipped otherwise; a suite nothing of which changed keeps its verdict.
-The task log names the Asset events that triggered the run and says, per analysis and suite,
-what it read and why (see ``analytics/changes.py``).
+The analyze task's log names each Asset event that triggered the run (source run, collection, what
+its extra says) and says, per analysis and suite, what it read and why (see ``analytics/changes.py``).
+With the Variable ``sci_ingest_curated_hold`` on, a run waits after its analyses, before it validates.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import reduce
-from operator import or_
 
 from airflow.sdk import dag, get_current_context, task
 
-from ingest.airflow.support import ASSET_COLLECTIONS, collection_asset, task_defaults
+from ingest.airflow.support import curated_schedule, task_defaults
 
 
 @dag(
     dag_id="sci_ingest_curated",
     description="Analyse and validate when sci_ingest_landing wrote new documents (Asset-triggered).",
-    schedule=reduce(or_, (collection_asset(c) for c in ASSET_COLLECTIONS)),
+    schedule=curated_schedule(),
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
@@ -47,10 +48,11 @@ def sci_ingest_curated():
     def validate() -> dict:
         """Great Expectations checks; a failed expectation of severity critical or error fails the task without
         retry, naming it."""
-        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task
+        from ingest.airflow.support import lineage_of, resolve_mongo_uri, run_task, wait_while_held
         from ingest.pipeline import task_validate
 
         context = get_current_context()
+        wait_while_held()
         return run_task(task_validate, context["run_id"], mongo_uri=resolve_mongo_uri(use_airflow=True),
                         lineage=lineage_of(context), incremental=True)  # fmt: skip
 
