@@ -287,3 +287,16 @@ def test_the_manuals_example_lines_are_the_exports(exports):
     assert lines[0] in written["hits.bed"]
     assert lines[1] in written["hits.gff3"] and lines[2] in written["hits.gff3"]
     assert lines[3] in written["hits.tsv"]
+
+
+def test_a_fasta_m8_row_has_no_blast_length_pident_or_gapopen(mongo_uri, db, load_files, tmp_path):
+    """FASTA's -m 8 counts its length without the gap columns and calls those "gap opens": NA, not FASTA's."""
+    m8 = REPO / "samples" / "pasta_tab" / "ssearch36_dna_ref.m8cb"
+    load_files([str(m8)])
+    proc = cli(mongo_uri, db.name, "query", "hits", "--format", "blast-tab", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    ours = sorted(line.split("\t") for line in proc.stdout.splitlines())
+    theirs = sorted(line.rstrip("\n").split("\t") for line in open(m8) if not line.startswith("#"))
+    assert len(ours) == len(theirs) == 48
+    assert all(o[2] == o[3] == o[5] == "NA" for o in ours)
+    assert Counter((o[0], o[4], float(o[10])) for o in ours) == Counter((t[0], t[6], float(t[12])) for t in theirs)

@@ -299,14 +299,13 @@ def gff3_line(h: Hsp) -> str:
 # ---- BLAST tabular --------------------------------------------------------------------------------------
 
 def alignment_counts(h: Hsp) -> tuple[int | None, int | None]:
-    """(mismatches, gap opens): the table's own (``-m 8``: ``extra``), else counted in the stored
+    """(mismatches, gap opens): counted in the stored
     alignment (columns where both rows hold a residue and they differ; runs of ``-`` in either
     row); None when there is no alignment text, or it has frameshifts (``/``, ``\\``), whose
-    columns are not residue against residue."""
-    extra = h.get("extra") if isinstance(h.get("extra"), dict) else {}
-    mismatches, gap_opens = _int(extra.get("mismatches")), _int(extra.get("gap_opens"))
-    if mismatches is not None and gap_opens is not None:
-        return mismatches, gap_opens
+    columns are not residue against residue.  A row of FASTA's ``-m 8`` table: its mismatches,
+    and no gap opens (:func:`from_m8`)."""
+    if from_m8(h):  # FASTA's -m 8 row: its mismatches are BLAST's, its "gap opens" are gap columns
+        return _int(h.values["extra"].get("mismatches")), None
     q, s = h.get("query_seq"), h.get("hit_seq")
     if not isinstance(q, str) or not isinstance(s, str) or len(q) != len(s) or not q:
         return None, None
@@ -315,6 +314,17 @@ def alignment_counts(h: Hsp) -> tuple[int | None, int | None]:
     mismatches = sum(1 for a, b in zip(q, s) if a != "-" and b != "-" and a.upper() != b.upper())
     gap_opens = sum(1 for row in (q, s) for i, c in enumerate(row) if c == "-" and (i == 0 or row[i - 1] != "-"))
     return mismatches, gap_opens
+
+
+def from_m8(h: Hsp) -> bool:
+    """The HSP is a row of FASTA's ``-m 8`` table (``pasta-m8``: ``extra`` holds its ``gap_opens``).
+
+    That table counts otherwise than BLAST (checked on ``samples/pasta_tab/ssearch36_dna_ref.m8cb``
+    against its BTOP strings): its alignment length (stored as ``overlap``) leaves the gap columns
+    out, its % identity is over that length, its "gap opens" are the gap columns.  BLAST's
+    ``length``, ``pident`` and ``gapopen`` are then not known: ``NA``, never FASTA's under BLAST's name."""
+    extra = h.get("extra")
+    return isinstance(extra, dict) and "gap_opens" in extra
 
 
 def blast_coordinates(h: Hsp) -> tuple[int, int, int, int]:
@@ -340,7 +350,9 @@ def blast_line(h: Hsp) -> str | SetAside:
             return SetAside(h.doc_id, h.index, f"the {what} {why}: it would split BLAST's tab-separated columns")
     mismatches, gap_opens = alignment_counts(h)
     qs, qe, ss, se = blast_coordinates(h)
-    cells = [h.query_id, h.hit_id, _percent(_num(h.get("identity")), "NA"), _int_text(h.get("overlap"), "NA"),
+    m8 = from_m8(h)
+    cells = [h.query_id, h.hit_id, "NA" if m8 else _percent(_num(h.get("identity")), "NA"),
+             "NA" if m8 else _int_text(h.get("overlap"), "NA"),
              _int_text(mismatches, "NA"), _int_text(gap_opens, "NA"), str(qs), str(qe), str(ss), str(se),
              _float_text(_num(h.get("evalue")), "NA"), _float_text(_num(h.get("bits")), "NA"),
              _float_text(_num(h.get("z_score")), "NA"), _int_text(h.get("opt_score"), "NA"),
