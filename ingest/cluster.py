@@ -102,10 +102,13 @@ def _connect(Client, address: str, tls_dir: str | None):
 def scheduler_security(address: str, tls_dir: str | None = None):
     """What sci-ingest shows the scheduler at ``address``: the ``client`` certificate of ``tls_dir``
     (default ``$SCI_INGEST_DASK_TLS``: a ``distributed.Security``), else None (Dask's configuration
-    decides).  :class:`ConfigError` names a missing file, or a ``tls://`` scheduler with no
-    certificate to show."""
+    decides).  :class:`ConfigError` names a missing file, a ``tls://`` scheduler with no certificate
+    to show, or a plain one where the certificate requires encryption."""
     folder = tls_dir if tls_dir is not None else str(setting(TLS_ENV) or "")
     security = client_security(folder)
+    if security is not None and not address.startswith("tls://"):  # Dask would refuse it with a traceback
+        raise ConfigError(f"{TLS_ENV}={folder} makes sci-ingest speak TLS only, and the Dask scheduler {address} "
+                          "is plain TCP: give its tls:// address (or unset the setting)")
     if address.startswith("tls://") and security is None and not dask_tls_configured():
         raise ConfigError(f"the Dask scheduler {address} speaks TLS: give sci-ingest a client certificate "
                           f"({TLS_ENV}=DIR, made by `sci-ingest certs DIR`, or Dask's distributed.comm.tls settings)")

@@ -242,6 +242,50 @@ def test_tls_is_enforced_a_client_without_a_certificate_is_refused(site):
     assert proc.returncode == 1 and "speaks TLS" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def test_check_reaches_a_scheduler_on_another_host_and_names_one_nobody_answers_at(site):
+    """``sci-ingest check`` from the client host: the TLS scheduler host with its two workers is
+    reached with the client certificate; a plain TCP scheduler on that host is refused while the
+    client certificate is set (it makes sci-ingest speak TLS only: one line, not Dask's traceback),
+    and reached without it, with warnings (plain TCP off this host, no worker yet), exit 0; an
+    address on a host where nothing listens is missing, exit 1, named on stderr in one line."""
+    site.ensure_workers()
+    proc = site.cli("check", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["check"]: r for r in json.loads(proc.stdout)["checks"]}
+    assert rows["dask TLS"]["status"] == "ok" and "SCI_INGEST_DASK_TLS" in rows["dask TLS"]["detail"], rows
+    assert rows["dask scheduler"]["status"] == "ok", rows["dask scheduler"]
+    assert f"{site.scheduler} answers: 2 worker(s)" in rows["dask scheduler"]["detail"]
+    assert rows["server"]["status"] == "ok" and rows["rights: load"]["status"] == "ok"
+
+    plain_port = SCHEDULER_PORT + 10
+    plain = f"tcp://{site.hosts.addr['scheduler']}:{plain_port}"
+    started = site.hosts.start("scheduler", [str(BIN / "dask"), "scheduler", "--host", site.hosts.addr["scheduler"],
+                                             "--port", str(plain_port), "--no-dashboard"], env=clean_env(),
+                               log="plain-scheduler")
+    try:
+        site.hosts.wait_for_port("scheduler", plain_port)
+        proc = site.cli("check", "--scheduler", plain, scheduler=False)  # the client certificate: TLS only
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode == 1 and len(errors) == 1 and "dask TLS (SCI_INGEST_DASK_TLS=" in errors[0], proc.stderr
+        env = {k: v for k, v in site.cli_env().items() if k != "SCI_INGEST_DASK_TLS"}
+        proc = site.hosts.run("client", [str(BIN / "sci-ingest"), "check", "--json", "--mongo-uri", site.uri,
+                                         "--scheduler", plain], env=env, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        rows = {r["check"]: r for r in json.loads(proc.stdout)["checks"]}
+        assert rows["dask TLS"]["status"] == "warn" and "plain TCP" in rows["dask TLS"]["detail"], rows
+        assert rows["dask scheduler"]["status"] == "warn", rows["dask scheduler"]
+        assert f"{plain} answers, but no worker has joined" in rows["dask scheduler"]["detail"]
+    finally:
+        os.killpg(started.pid, 9)
+        started.wait(30)
+
+    nobody = f"tls://{site.hosts.addr['w2']}:{SCHEDULER_PORT + 11}"
+    proc = site.cli("check", "--scheduler", nobody, scheduler=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: missing what the pipeline needs: dask scheduler (cannot reach {nobody})"], proc.stderr
+
+
 def test_a_load_and_the_analyses_across_hosts_equal_one_hosts(site, corpus, local):
     name = "across"
     started = time.monotonic()
