@@ -14,7 +14,7 @@ from ingest.fileio import printable, stderr_line
 from ingest.query import QueryError
 from ingest.query.compile import build
 from ingest.query.genomic import FORMATS as GENOMIC
-from ingest.query.genomic_export import SUFFIX, summary_lines, write_genomic
+from ingest.query.genomic_export import BATCH as BATCH_GENOMIC, SUFFIX, summary_lines, write_genomic
 from ingest.query.output import run_query
 from ingest.query.plan import explain, scan_warning
 from ingest.report import dumps, table
@@ -233,7 +233,7 @@ def _check_genomic(args, curated, fmt: str) -> None:
 def _genomic(coll, spec, fmt: str, out: str | None, args) -> int:
     """One line per HSP (:mod:`ingest.query.genomic_export`); the summary on stderr (with --json and a
     file: on stdout, as one object).  Exit 2 when an HSP was set aside."""
-    result = write_genomic(coll, spec, fmt, out)
+    result = write_genomic(coll, spec, fmt, out, batch_size=getattr(args, "batch_size", None) or BATCH_GENOMIC)
     to_file = bool(out) and out != "-"
     for level, message in summary_lines(result, coll.name):
         if level != "info" or (to_file and not args.json):  # the rows on stdout: no info line beside them

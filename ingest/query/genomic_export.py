@@ -130,7 +130,7 @@ def _rejects_path(out: str) -> str:
     return f"{out}.rejects.jsonl"
 
 
-def write_genomic(coll, spec, fmt: str, out: str | None) -> GenomicResult:
+def write_genomic(coll, spec, fmt: str, out: str | None, *, batch_size: int = BATCH) -> GenomicResult:
     """Write the HSPs of the hits of ``spec`` to ``out`` (stdout when None or ``-``) as ``fmt``."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
@@ -150,7 +150,7 @@ def write_genomic(coll, spec, fmt: str, out: str | None) -> GenomicResult:
         with db_errors(f"exporting {coll.name}"), atomic_output(out) as stream:
             for line in header:
                 stream.write(line + "\n")
-            for batch in _batches(find_cursor(coll, spec, projection(fmt), BATCH), BATCH):
+            for batch in _batches(find_cursor(coll, spec, projection(fmt), batch_size), batch_size):
                 searches.fill(batch)
                 for doc in batch:
                     result.documents += 1
