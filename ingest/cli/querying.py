@@ -15,6 +15,7 @@ from ingest.query import QueryError
 from ingest.query.compile import build
 from ingest.query.genomic import FORMATS as GENOMIC
 from ingest.query.genomic_export import BATCH as BATCH_GENOMIC, SUFFIX, summary_lines, write_genomic
+from ingest.query.optimade import FORMATS as OPTIMADE, SUFFIX as OPTIMADE_SUFFIX, check_request as check_optimade
 from ingest.query.output import run_query
 from ingest.query.plan import explain, scan_warning
 from ingest.report import dumps, table
@@ -202,7 +203,9 @@ def cmd_export(args) -> int:
     spec = _spec(args, curated, default_fields=tuple(f.name for f in curated.fields))
     fmt = args.format
     _check_genomic(args, curated, fmt)
-    out = args.out or f"{curated.name}.{SUFFIX.get(fmt, fmt)}"
+    if fmt in OPTIMADE:
+        check_optimade(curated.name, args.fields, fmt)
+    out = args.out or f"{curated.name}.{SUFFIX.get(fmt, OPTIMADE_SUFFIX.get(fmt, fmt))}"
     _check_out(args.out)
     if not args.out and os.path.lexists(out) and not args.force:
         raise QueryError("export", f"{printable(out)} exists and no --out names it: nothing written; give --out "
@@ -214,6 +217,10 @@ def cmd_export(args) -> int:
             _say("note", note)
         if fmt in GENOMIC:
             return _genomic(coll, spec, fmt, out, args)
+        if fmt in OPTIMADE:
+            from ingest.query import optimade_export  # noqa: PLC0415 - lazy: pyarrow (seconds), as _export's
+            return optimade_export.run(coll, spec, fmt, out, as_json=args.json, say=_say,
+                                       batch_size=getattr(args, "batch_size", None))
         return _export(coll, spec, fmt, out, args)
 
 
