@@ -120,7 +120,7 @@ SLOW_MODULES = {"test_load_exact": 102, "test_server_lifecycle": 74, "test_outpu
                 "test_server_keeper": 48, "test_disk_full": 26, "test_messages": 26, "test_access": 18,
                 "test_bad_options": 17, "test_failed_reload": 16, "test_mongo_boundary": 14,
                 "test_materials_dates": 13, "test_cli_contract": 12, "test_server_memory": 9,
-                "test_server_and_mongo": 8, "test_bench_core": 8}
+                "test_server_and_mongo": 8, "test_bench_core": 8, "test_check": 13}
 
 
 def pytest_addoption(parser):

@@ -125,6 +125,16 @@ def register(add, common: argparse.ArgumentParser) -> None:
             "             evalue bitscore, 1-based, minus strand end to start (sstart > send), then FASTA's\n"
             "             zscore opt score psim qlen slen; NA where the document has no value; no header\n"
             "  (--fields does not apply; default file hits.bed, hits.gff3, hits.tsv)\n"
+            "\nMaterials as OPTIMADE structures (spec v1.2 names: chemical_formula_reduced alphabetical,\n"
+            "chemical_formula_anonymous largest count first (A8B2C2D), elements, nsites, lattice_vectors,\n"
+            "cartesian_site_positions (Å), species_at_sites, space_group_symbol_hermann_mauguin (P 63/m m c),\n"
+            "space_group_it_number, space_group_symbol_hall, last_modified (RFC 3339, UTC), immutable_id):\n"
+            "  optimade          JSON Lines, one resource a line: {id, type: structures, attributes}\n"
+            "  optimade-parquet  the same flattened: id, type and one column per attribute (nested lists kept)\n"
+            "  What a document does not hold is left out and named per record (stderr: one line per field and\n"
+            "  reason; all in OUT.unmapped.jsonl and --json); a document that is not a structure (xas,\n"
+            "  phonon) is set aside, named in OUT.rejects.jsonl, exit 2.  (default file\n"
+            "  materials.optimade.jsonl / materials.optimade.parquet; --fields does not apply)\n"
             "\nWhere: --out FILE (replaced when the export is complete: written to a temporary file, then\n"
             "renamed); without --out, COLLECTION.FORMAT in the current folder, which is never replaced\n"
             "unless --force (an existing one: exit 64, nothing written).  --out naming a folder: exit 64.\n"
@@ -137,9 +147,11 @@ def register(add, common: argparse.ArgumentParser) -> None:
                                           "it); --out naming a folder; nothing was written"})
     p.add_argument("collection", metavar="COLLECTION", help="hits, searches, materials, tasks or an analysis output")
     _query_options(p)
-    p.add_argument("--format", choices=["parquet", "arrow", "csv", "bed", "gff3", "blast-tab"], default="parquet",
+    p.add_argument("--format", choices=["parquet", "arrow", "csv", "bed", "gff3", "blast-tab", "optimade",
+                                        "optimade-parquet"], default="parquet",
                    help="parquet (default), arrow (Arrow IPC file, Feather v2) or csv; for hits also bed, gff3 and "
-                        "blast-tab (one line per HSP, below)")
+                        "blast-tab (one line per HSP, below); for materials also optimade and optimade-parquet "
+                        "(OPTIMADE structures, below)")
     p.add_argument("--batch-size", type=typed(BATCH), metavar="N", help=f"documents per batch read, {BATCH.range()} "
                    "(default 2000)")
     p.add_argument("--force", action="store_true", help="without --out: replace an existing COLLECTION.FORMAT "

@@ -84,6 +84,7 @@ class Scratch:
     journal: str | None = "not asked"  # None: a j:true insert was acknowledged; else why not
     hashed: str | None = "not asked"
     transaction: str | None = "not asked"
+    concern: dict = field(default_factory=dict)  # the journaled insert's write concern
 
     @property
     def filled(self) -> bool:
@@ -138,8 +139,10 @@ def scratch(db) -> Iterator[Scratch]:
         tried["update"] = _attempt(f"updating {name}", lambda: coll.update_one({"_id": 0}, {"$set": {"u": 1}}))
         tried["createIndex"] = _attempt(f"indexing {name}", lambda: coll.create_index([(SCRATCH_KEY, 1)]))
         if not found.refused("insert"):
+            journaled = durable(coll)
+            found.concern = dict(journaled.write_concern.document)
             found.journal = _attempt(f"a journaled insert into {name}",
-                                     lambda: durable(coll).insert_one({"_id": "journaled", SCRATCH_KEY: -2}))
+                                     lambda: journaled.insert_one({"_id": "journaled", SCRATCH_KEY: -2}))
         if not found.refused("createIndex"):
             found.hashed = _attempt(f"a hashed index on {name}", lambda: coll.create_index([("g", "hashed")]),
                                     feature="hashed indexes")
@@ -210,7 +213,8 @@ def _rights(command: str, wanted: tuple[str, ...], made: Scratch, db_name: str) 
 def _journal(made: Scratch, needs: dict[str, tuple[str, ...]]) -> dict:
     users = ", ".join(needed_by(needs, "journal"))
     if made.journal is None:
-        return row("journaled writes", OK, "a w:1, j:true insert was acknowledged", users)
+        shown = ", ".join(f"{k}: {str(v).lower()}" for k, v in made.concern.items())
+        return row("journaled writes", OK, f"an insert with write concern {{{shown}}} was acknowledged", users)
     if made.refused("insert"):
         return row("journaled writes", NA, "not asked: the user may not insert", users)
     return row("journaled writes", MISSING, f"a j:true insert was not acknowledged ({made.journal})", users)
