@@ -286,6 +286,17 @@ class Spec:
         projection.pop("_id", None)
         return {"_id": 1, **projection}
 
+    def find_options(self, batch_size: int) -> dict[str, Any]:
+        """The keyword arguments of ``find`` / ``find_raw_batches`` for this query's order, limit and hint."""
+        options: dict[str, Any] = {"batch_size": batch_size}
+        if self.sort:
+            options["sort"] = self.sort
+        if self.limit:
+            options["limit"] = self.limit
+        if self.hint:
+            options["hint"] = list(self.hint.items())
+        return options
+
     @property
     def kinds(self) -> dict[str, str]:
         return {f.path: f.kind for f in self.curated.fields}

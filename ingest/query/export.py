@@ -23,7 +23,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -175,14 +174,7 @@ def export(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH, ahead: in
     converter = Converter(spec.fields, coll.codec_options)
     result = ExportResult(path=out, format=fmt, columns=[f.name for f in spec.fields])
     tmp, tmp_rejects = _tmp_name(out), _tmp_name(rejects_path(out))
-    kwargs: dict[str, Any] = {"batch_size": batch_size}
-    if spec.sort:
-        kwargs["sort"] = spec.sort
-    if spec.limit:
-        kwargs["limit"] = spec.limit
-    if spec.hint:
-        kwargs["hint"] = list(spec.hint.items())
-    reader = _Reader(coll.find_raw_batches(spec.filter, spec.projection, **kwargs), ahead)
+    reader = _Reader(coll.find_raw_batches(spec.filter, spec.projection, **spec.find_options(batch_size)), ahead)
     writer = _Writer(fmt, tmp, converter.schema)
     rejects_file = None
     by: Counter[str] = Counter()

@@ -26,7 +26,6 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -128,19 +127,12 @@ def write_optimade(coll, spec, fmt: str, out: str, *, batch_size: int = BATCH) -
     result = OptimadeResult(path=out, format=fmt)
     unmapped_out, rejects_out = side_paths(out)
     tmps = {out: _tmp(out), unmapped_out: _tmp(unmapped_out), rejects_out: _tmp(rejects_out)}
-    kwargs: dict[str, Any] = {"batch_size": batch_size}  # find()'s options
-    if spec.sort:
-        kwargs["sort"] = spec.sort
-    if spec.limit:
-        kwargs["limit"] = spec.limit
-    if spec.hint:
-        kwargs["hint"] = list(spec.hint.items())
     by: Counter[str] = Counter()
     writer = _Out(fmt, tmps[out])
     try:
         with open(tmps[unmapped_out], "w", encoding="utf-8") as unmapped, \
                 open(tmps[rejects_out], "w", encoding="utf-8") as rejects, db_errors(f"exporting {coll.name}"):
-            for doc in coll.find(spec.filter, PROJECTION, **kwargs):
+            for doc in coll.find(spec.filter, PROJECTION, **spec.find_options(batch_size)):
                 result.documents += 1
                 mapped = to_structure(doc)
                 notes = [{"field": f, "reason": r} for f, r in mapped.unmapped]
