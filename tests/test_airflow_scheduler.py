@@ -6,8 +6,11 @@ processes - not ``dag.test()``.
 This is what caught the analyze task failing under a real scheduler (Dask's spawned workers
 re-imported Airflow's entry point, which may not touch the metadata database inside a
 task); the samples being small work, the tasks here analyse in their own process, and
-tests/test_airflow_ui.py (``make test-ui``, in CI) keeps the spawned workers under a real scheduler.  About four and a half minutes on 2 cores (265 s alone), most of it the tasks themselves and
-the scheduler marking each backfill complete (a 30-s timer of its own).
+tests/test_airflow_ui.py (``make test-ui``, in CI) keeps the spawned workers under a real scheduler.  It also shows
+what Airflow does with Asset events that arrive while the curated DAG's one active run is held
+(issue #56050; docs/airflow.md).  About five minutes on 2 cores (265 s alone before that part; 321 s
+with it, on a machine busy with other tests), most of it the tasks themselves and the scheduler
+marking each backfill complete (a 30-s timer of its own).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from airflow_harness import (  # noqa: F401  (local_airflow: the fixture)
     materials_sample,
     wait_healthy,
 )
+
+from ingest.documents import prefix_range, search_id_prefix
 
 
 def _listening(root: psutil.Process) -> list[tuple[str, str, int]]:
@@ -173,6 +178,99 @@ def _landing_days_and_assets(api, home: Path, port: int, mongo_uri: str) -> None
     assert all("validate: " in log for log in validate_logs)  # what it checked, what stood, and why
 
 
+HOLD = "sci_ingest_curated_hold"  # ingest.airflow.support.CURATED_HOLD_VARIABLE
+
+
+def _events_of(api, run_id: str) -> list[dict]:
+    """The Asset events a landing run emitted (with their extra)."""
+    return api.call("GET", f"/api/v2/assets/events?source_dag_id=sci_ingest_landing&source_run_id={quote(run_id)}"
+                    "&limit=100")["asset_events"]  # fmt: skip
+
+
+def _queued_events(api) -> list[dict]:
+    """The curated DAG's queued Asset events (Airflow's asset Dag run queue), none: []."""
+    try:
+        return api.call("GET", "/api/v2/dags/sci_ingest_curated/assets/queuedEvents")["queued_events"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []
+        raise
+
+
+def _land_and_run(api, home: Path, day: str, files) -> dict:
+    """A landing day run through the REST API, to its end; its run."""
+    land_day(home, day, files)
+    n = len(_runs(api, "sci_ingest_landing"))
+    run = api.call("POST", "/api/v2/dags/sci_ingest_landing/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": {}})
+    _wait(f"the {day} landing run", lambda: _all_done(api, "sci_ingest_landing", n + 1), 240, every=1)
+    return run
+
+
+def _events_during_an_active_run(api, home: Path, mongo_uri: str) -> None:
+    """Airflow issue #56050: Asset events that arrive while the curated DAG's one active run
+    (max_active_runs=1) is running.  Event A starts run R1, held after its analyses (the Variable
+    sci_ingest_curated_hold, set and deleted through the REST API); event B arrives meanwhile. Airflow
+    keeps B queued while R1 is active and, R1 over, starts R2 on it; R2's analyses read B's file, and
+    what analysts read (query_best_hits) covers it.  Each event's extra says what its load did."""
+    pasta_a, pasta_b = sorted((REPO / "samples" / "pasta").glob("*.m10"))[2:4]
+    before = {r["dag_run_id"] for r in _runs(api, "sci_ingest_curated")}
+    api.call("POST", "/api/v2/variables", {"key": HOLD, "value": "true"})
+    landing_a = _land_and_run(api, home, "2026-11-04", [pasta_a])
+
+    def held_run():
+        new = [r for r in _runs(api, "sci_ingest_curated") if r["dag_run_id"] not in before]
+        if len(new) == 1 and "held: the Airflow Variable" in _task_log(api, new[0]["dag_run_id"], "validate"):
+            return new[0]
+        return None
+
+    r1 = _wait("the curated run of event A, held before it validates", held_run, 240, every=1)
+    assert r1["run_type"] == "asset_triggered" and r1["state"] == "running", r1
+    landing_b = _land_and_run(api, home, "2026-11-05", [pasta_b])  # event B, while R1 is active
+    events_b = _events_of(api, landing_b["dag_run_id"])
+    assert sorted(e["source_task_id"] for e in events_b) == ["hits_written", "searches_written"], events_b
+    for e in events_b:  # what the load did, in the event itself (ingest.airflow.support.landing_event_extra)
+        extra = e["extra"]
+        assert extra["run_id"] == landing_b["dag_run_id"] and extra["day"] == "2026-11-05", extra
+        assert extra["files_loaded"] == 1 and extra["files_failed"] == 0 and extra["load_checks"] == "clean", extra
+        assert extra["collection"] == e["source_task_id"].removesuffix("_written") and extra["documents"] > 0, extra
+        assert e.get("partition_key") is None, e  # a key would keep the curated DAG from running on it
+    # R1 still active: B waits in Airflow's queue, no run is created for it
+    assert _wait("event B queued for the curated DAG", lambda: len(_queued_events(api)) == 2, 60, every=1)
+    assert [r["dag_run_id"] for r in _runs(api, "sci_ingest_curated") if r["dag_run_id"] not in before] == \
+        [r1["dag_run_id"]]
+    api.call("DELETE", f"/api/v2/variables/{HOLD}")
+
+    def later_run():
+        runs = _runs(api, "sci_ingest_curated")
+        new = [r for r in runs if r["dag_run_id"] not in before | {r1["dag_run_id"]}]
+        done = [r for r in runs if r["dag_run_id"] == r1["dag_run_id"] and r["state"] == "success"]
+        return new[0] if done and new and new[0]["state"] == "success" else None
+
+    r2 = _wait("the curated run that takes up event B", later_run, 240, every=1,
+               describe=lambda: (_runs(api, "sci_ingest_curated"), _queued_events(api)))  # fmt: skip
+    assert r2["run_type"] == "asset_triggered", r2
+    consumed = {e["source_run_id"] for e in _upstream_events(api, r1["dag_run_id"])}
+    assert consumed == {landing_a["dag_run_id"]}, consumed
+    consumed = sorted((e["source_run_id"], e["source_task_id"]) for e in _upstream_events(api, r2["dag_run_id"]))
+    assert consumed == [(landing_b["dag_run_id"], "hits_written"), (landing_b["dag_run_id"], "searches_written")]
+    assert _queued_events(api) == []
+    # the curated runs say what they react to; R2's analyses read B's file, loaded after R1's read
+    log1, log2 = _analyze_log(api, r1["dag_run_id"]), _analyze_log(api, r2["dag_run_id"])
+    assert f"reacting to sci_ingest.hits from sci_ingest_landing/{landing_a['dag_run_id']}" in log1, log1[-3000:]
+    assert f"reacting to sci_ingest.searches from sci_ingest_landing/{landing_b['dag_run_id']}" in log2, log2[-3000:]
+    assert "day 2026-11-05" in log2 and "load checks clean" in log2, log2[-3000:]
+    assert "best_hits: only the groups of the 1 file(s) changed hits since best_hits last ran" in log2, log2[-3000:]
+    client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
+    try:
+        db = client["sci_ingest"]
+        sha_b = db["ingest_files"].find_one({"_id": str(home / "landing" / "2026-11-05" / pasta_b.name)})["sha256"]
+        searches_b = set(db["hits"].distinct("search_id", {"search_id": prefix_range(search_id_prefix(sha_b))}))
+        published = set(db["query_best_hits"].distinct("search_id"))
+    finally:
+        client.close()
+    assert searches_b and searches_b <= published, (len(searches_b), len(searches_b - published))
+
+
 def _clear(api, dag_id: str, run_id: str) -> bool:
     """Clear every task instance of a run (the UI's Clear), so that the scheduler runs it again; False
     while the API server meets SQLite's "database is locked" (its transaction rolled back, nothing half done)."""
@@ -204,10 +302,11 @@ def _task_log(api, run_id: str, task: str) -> str:
 
 def _manual_backfill(api, home: Path) -> None:
     """sci_ingest_backfill over a glob: reprocess=none finds everything loaded (no batch);
-    reprocess=all loads the three files again, one mapped task per batch, in the pool."""
+    reprocess=all loads the landed files again, one mapped task per batch, in the pool."""
     api.call("PATCH", "/api/v2/dags/sci_ingest_backfill", {"is_paused": False})
     pattern = str(home / "landing" / "**" / "*.*")
-    for reprocess, mapped in (("none", 0), ("all", 3)):
+    landed = len(list((home / "landing").glob("*/*.*")))  # the landing days' files, one batch each
+    for reprocess, mapped in (("none", 0), ("all", landed)):
         n = len(_runs(api, "sci_ingest_backfill"))
         run = api.call("POST", "/api/v2/dags/sci_ingest_backfill/dagRuns",
                        {"logical_date": None, "conf": {"glob": pattern, "reprocess": reprocess, "batch_files": 1}})
@@ -238,6 +337,7 @@ def test_the_dag_runs_green_under_the_real_scheduler(local_airflow):  # noqa: F8
     assert api.call("GET", "/api/v2/importErrors")["total_entries"] == 0
 
     _landing_days_and_assets(api, home, port, mongo_uri)
+    _events_during_an_active_run(api, home, mongo_uri)
     _manual_backfill(api, home)
 
     # scheduled ingestion: unpausing the daily DAG queues its latest daily run, which loads the bundled
