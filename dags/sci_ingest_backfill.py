@@ -65,18 +65,20 @@ def sci_ingest_backfill():
     def announce(collection: str):
         @task(task_id=f"{collection}_written", outlets=[collection_asset(collection)], retries=0,
               trigger_rule="all_done")  # fmt: skip
-        def written(results) -> int:
-            from airflow.sdk.exceptions import AirflowSkipException
+        def written(results, batches: list) -> dict:
+            """Succeed (emitting the collection's Asset event, its extra summing the batches) only if a
+            batch wrote into it."""
+            from ingest.airflow.support import announce_landing, backfill_result
 
-            if not any(collection in (r or {}).get("changed", []) for r in results or []):
-                raise AirflowSkipException(f"no batch wrote {collection} documents")
-            return 1
+            return announce_landing(get_current_context(), collection,
+                                    backfill_result(list(results or []), len(batches or [])))
 
         return written
 
-    loaded = load_batch.expand(batch=plan())
+    batches = plan()
+    loaded = load_batch.expand(batch=batches)
     for collection in ASSET_COLLECTIONS:
-        announce(collection)(loaded)
+        announce(collection)(loaded, batches)
 
 
 sci_ingest_backfill()

@@ -19,8 +19,8 @@ from typing import NamedTuple
 from test_dag import RESULT_MARK, airflow_env, run_python
 from test_landing import landing  # noqa: F401  (the fixture: a landing folder and a database of its own)
 
-from ingest.airflow.support import EVENT_FIELDS, event_summary, landing_event_extra, log_trigger
-from ingest.pipeline import task_load_landing
+from ingest.airflow.support import EVENT_FIELDS, backfill_result, event_summary, landing_event_extra, log_trigger
+from ingest.pipeline import task_load_batch, task_load_landing
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -119,3 +119,23 @@ def test_the_curated_dag_runs_on_its_assets_or_the_daily_catch_up(tmp_path):
     assert none["type"] == "AssetTriggeredTimetable" and none["cron"] is None, none
     # why the events carry no partition key (docs/airflow.md): should Airflow change this, reconsider
     assert facts["keyed_events_skip_plain_dags"]
+
+
+def test_a_backfill_event_sums_its_batches_and_counts_a_failed_one(landing, mongo_uri, mongo_client):  # noqa: F811
+    """sci_ingest_backfill's events carry the same extra, the batches' counts summed; a planned batch
+    whose task failed (no result) counts as a failed file, so the event does not say clean."""
+    root, db = landing
+    folder = root / "given"
+    folder.mkdir(parents=True)
+    names = ("fasta36_dna.m10", "ssearch36_dna_ref.m10")
+    for name in names:
+        shutil.copy(REPO / "samples" / "pasta" / name, folder / name)
+    run_id = "manual__2026-11-02T00:00:00+00:00"
+    results = [task_load_batch(run_id, [str(folder / name)], mongo_uri=mongo_uri) for name in names]
+    merged = backfill_result(results, planned=2)
+    extra = landing_event_extra(merged, "hits")
+    assert tuple(extra) == EVENT_FIELDS and extra["run_id"] == run_id and extra["day"] == ""
+    assert extra["documents"] == mongo_client[db]["hits"].count_documents({}) > 0, extra
+    assert (extra["files_loaded"], extra["files_failed"], extra["load_checks"]) == (2, 0, "clean"), extra
+    lost = landing_event_extra(backfill_result([results[0], None], planned=3), "hits")  # two batches failed
+    assert (lost["files_loaded"], lost["files_failed"], lost["load_checks"]) == (1, 2, "partial"), lost

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import reduce
@@ -221,6 +221,24 @@ def landing_event_extra(result: Mapping[str, Any], collection: str) -> dict:
     return extra
 
 
+def backfill_result(results: Sequence[Mapping[str, Any] | None], planned: int) -> dict:
+    """The batches of a ``sci_ingest_backfill`` run as one load's result, for :func:`landing_event_extra`:
+    the counts summed; ``day`` empty (a backfill loads given paths, not a day's folder).  Of the
+    ``planned`` batches, one whose task failed has no result (the announce tasks run when all are
+    done): it counts in ``files_failed`` as one file at least, so that the event never says ``clean``."""
+    done = [r for r in results if r]
+    merged: dict[str, Any] = {
+        "run_id": next((str(r["run_id"]) for r in done if r.get("run_id")), ""), "day": "",
+        "changed": sorted({c for r in done for c in r.get("changed", [])}), "documents": {}}
+    for key in ("files_loaded", "files_skipped", "files_failed", "set_aside", "warnings"):
+        merged[key] = sum(int(r.get(key) or 0) for r in done)
+    merged["files_failed"] += max(0, planned - len(done))
+    for r in done:
+        for coll, n in (r.get("documents") or {}).items():
+            merged["documents"][coll] = merged["documents"].get(coll, 0) + int(n)
+    return merged
+
+
 def announce_landing(context: Mapping[str, Any], collection: str, result: Mapping[str, Any]) -> dict:
     """A landing run's announce task: skipped (no Asset event) unless the load wrote into
     ``collection``; else its Asset event carries :func:`landing_event_extra` (returned too).
@@ -231,7 +249,8 @@ def announce_landing(context: Mapping[str, Any], collection: str, result: Mappin
     from airflow.sdk.exceptions import AirflowSkipException  # noqa: PLC0415 - lazy: a process outside Airflow reads this module; airflow costs 1.9 s
 
     if collection not in result.get("changed", []):
-        raise AirflowSkipException(f"no {collection} documents written on {result.get('day')}")
+        raise AirflowSkipException(f"no {collection} documents written" + (f" on {result['day']}" if result.get("day")
+                                                                         else " by any batch"))
     extra = landing_event_extra(result, collection)
     context["outlet_events"][collection_asset(collection)].extra = extra
     print(f"announcing {collection_asset(collection).name}: {event_summary(extra)}", file=sys.stderr, flush=True)
@@ -288,7 +307,7 @@ def curated_schedule():
 def event_summary(extra: Mapping[str, Any] | None) -> str:
     """One line of an event's ``extra`` as the curated run's log says it (an event without one: said)."""
     if not extra:
-        return "no extra (not emitted by sci_ingest_landing: e.g. sci_ingest_backfill or the REST API)"
+        return "no extra (not emitted by sci_ingest_landing or sci_ingest_backfill: e.g. the REST API)"
     said = [f"day {extra['day']}" if extra.get("day") else "",
             f"{extra['documents']:,} {extra.get('collection', '')} document(s)" if "documents" in extra else "",
             f"files {extra.get('files_loaded', 0)} loaded/{extra.get('files_failed', 0)} failed"
