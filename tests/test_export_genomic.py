@@ -268,6 +268,27 @@ def test_hostile_ids_escaped_in_gff3_refused_in_bed(mongo_uri, loaded, hostile, 
     assert [line.split("\t")[:2] for line in tab.stdout.splitlines()] == [[HOSTILE_PLAIN + "-q", HOSTILE_PLAIN]]
 
 
+def test_an_empty_library_id_is_set_aside_in_every_format(mongo_uri, loaded, tmp_path):
+    """A hit whose library sequence has no id (a FASTA library entry named by nothing): no seqid,
+    chrom or sseqid to place it on, so each format sets it aside, naming why (GFF3 once wrote it on an
+    empty seqid, which gt accepts with a warning)."""
+    doc = loaded.hits.find_one({"hsps.0.hit_start": {"$exists": True}})
+    doc.update(_id="hostile:empty", hit_id="", source={"path": "hostile", "sha256": "-"})
+    loaded.hits.insert_one(doc)
+    try:
+        where = json.dumps({"_id": "hostile:empty"})
+        for fmt, said in (("gff3", "GFF3's seqid needs one"), ("bed", "BED has no escape for it"),
+                          ("blast-tab", "it would split BLAST's tab-separated columns")):
+            proc = cli(mongo_uri, loaded.name, "export", "hits", "--filter", where, "--format", fmt, "--out", "e.out",
+                       "--force", cwd=tmp_path)
+            assert proc.returncode == 2, (fmt, proc.stderr)
+            reasons = {r["reason"] for r in map(json.loads, open(tmp_path / "e.out.rejects.jsonl"))}
+            assert reasons == {f"the library sequence id is empty: {said}"}, (fmt, reasons)
+            assert [line for line in (tmp_path / "e.out").read_text().splitlines() if not line.startswith("#")] == []
+    finally:
+        loaded.hits.delete_one({"_id": "hostile:empty"})
+
+
 def test_usage_errors_exit_64(mongo_uri, loaded, tmp_path):
     for argv in (("export", "searches", "--format", "bed"), ("query", "materials", "--format", "gff3"),
                  ("export", "hits", "--format", "blast-tab", "--fields", "query_id"),

@@ -267,7 +267,11 @@ def gff3_header(regions: dict[str, int]) -> list[str]:
                                   for seqid, length in sorted(regions.items())]
 
 
-def gff3_line(h: Hsp) -> str:
+def gff3_line(h: Hsp) -> str | SetAside:
+    for what, text in (("library sequence id", h.hit_id), ("query id", h.query_id)):
+        if not text:  # a seqid, and a Target's id, is one character at least (GFF3 escapes any other)
+            return SetAside(h.doc_id, h.index, f"the {what} is empty: GFF3's {'seqid' if what[0] == 'l' else 'Target'} "
+                                                "needs one")
     strand = library_strand(h)
     # the query's strand is the feature's when both sides have one; a translated query on a protein
     # library keeps its own (frame), a protein query has none
