@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 
 import pymongo
+from load_corpus import PASTA
 from pymongo import monitoring
 
 from ingest.store.catalog import DATA_COLLECTIONS
 from ingest.store.differences import SCRATCH_PREFIX
-from tests.load_corpus import PASTA
 
 #: Commands that count documents, and the aggregation stages that do.
 COUNTING_COMMANDS = {"count", "collStats", "dataSize", "dbStats"}

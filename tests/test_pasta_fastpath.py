@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from pasta_mutations import mutate_from
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
 from ingest.parsers.pasta.checking import parse_hit
-from tests.pasta_mutations import mutate_from
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 NAMES = [

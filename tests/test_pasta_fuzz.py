@@ -12,10 +12,10 @@ import io
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from pasta_mutations import mutate_lines
 
 import ingest.parsers.pasta as pasta
 from ingest.errors import ParseError
-from tests.pasta_mutations import mutate_lines
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "pasta"
 NAMES = [

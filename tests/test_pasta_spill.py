@@ -17,6 +17,8 @@ import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from pasta_mutations import mutate_from
+from test_pasta_parser import GOOD, SAMPLE_FILES, SAMPLES, read_bytes
 
 import ingest.parsers.pasta as pasta
 from ingest.documents import search_documents
@@ -24,8 +26,6 @@ from ingest.documents.search import search_fingerprint
 from ingest.errors import ParseError
 from ingest.parsers.pasta.reader import Reader
 from ingest.parsers.pasta.spool import HitSpool, Rows
-from tests.pasta_mutations import mutate_from
-from tests.test_pasta_parser import GOOD, SAMPLE_FILES, SAMPLES, read_bytes
 
 FILES = SAMPLE_FILES + [GOOD / "ssearch36_z21_e2.m10"]
 

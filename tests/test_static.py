@@ -88,3 +88,15 @@ def test_every_type_ignore_names_its_code_and_says_why():
                 if found and (not found["codes"] or not re.match(r"\s*#\s*\S", found["rest"])):
                     bare.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not bare, "\n".join(bare)
+
+
+def test_no_test_imports_its_helpers_through_the_name_tests():
+    """tests/ is no package: its modules import each other by their own names (pytest puts tests/ on the
+    path).  ``from tests.x import`` would find a dependency's own ``tests`` package instead (optimade
+    1.5.0 installs one into site-packages, and a regular package wins over a folder without
+    ``__init__.py``): a fresh clone's make test failed to collect four modules on it."""
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+             for top in ("tests", "benchmarks") for path in sorted((REPO / top).rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.match(r"\s*(from tests[.\s]|import tests\b)", line)]
+    assert not found, "\n".join(found)
