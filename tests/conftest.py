@@ -103,8 +103,9 @@ def real_materials_loaded(mongo_uri, mongo_client, shared_materials):
 
 #: Under `--dist loadgroup --no-loadscope-reorder` (make test) the groups start in this order: the longest
 #: first (each group's seconds in a whole run with -n 3, issue 27), so that none of them is left to run
-#: alone at the end (test_server_keeper, a minute, last on its worker kept two cores half idle for 40 s).
-LONG_GROUPS = ("test_airflow_scheduler", "follow_changes_1", "load_exact_1", "load_exact_2", "follow_changes_2",
+#: alone at the end (test_server_keeper, a minute, last on its worker kept two cores half idle for 40 s;
+#: test_static's mypy, 52 s cold in a fresh clone, ran among the last groups and took make test to 621 s).
+LONG_GROUPS = ("test_airflow_scheduler", "test_static", "follow_changes_1", "load_exact_1", "load_exact_2", "follow_changes_2",
                "test_server_lifecycle", "test_cli_run",
                "bench", "test_paper_analyses", "test_dag", "real_materials", "test_server_keeper",
                "test_cli_contract", "test_html_report", "test_materials_dates", "test_materials_parser",

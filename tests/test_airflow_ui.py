@@ -78,7 +78,9 @@ ERROR_TEXT = re.compile(r"\bError\b|Something went wrong|An unexpected error occ
                         r"\bUnauthorized\b|\bForbidden\b|Access Denied|\bInternal Server Error\b")  # fmt: skip
 
 # What a page shows, read in the page: alerts and toasts (an API error is shown in a Chakra alert,
-# a failed action in a toast), headings, the whole text; the run header's state badge, the state
+# a failed action in a toast; not the Monaco editor's screen-reader live regions, ``.monaco-alert``, empty
+# role="alert" boxes it keeps on any page that shows JSON in an editor, as the Asset events' extras now are),
+# headings, the whole text; the run header's state badge, the state
 # badge of each row of the Task Instances table, the badge of each task's cell in the grid; each
 # badge's background colour as sRGB (a canvas converts Chakra's oklch colours).
 PAGE_JS = """
@@ -89,7 +91,8 @@ const rgb = (el) => { ctx.clearRect(0, 0, 1, 1); ctx.fillStyle = getComputedStyl
 const badge = (el) => el ? {text: el.textContent.trim(), rgb: rgb(el)} : null;
 const page = {
   url: location.href,
-  alerts: Array.from(document.querySelectorAll('[role="alert"], .chakra-alert__root')).map(e => e.innerText.trim()),
+  alerts: Array.from(document.querySelectorAll('[role="alert"]:not(.monaco-alert), .chakra-alert__root'))
+    .map(e => e.innerText.trim()),
   toasts: Array.from(document.querySelectorAll('[data-scope="toast"][data-part="root"]'))
             .map(e => (e.getAttribute('data-type') || '') + ': ' + e.innerText.trim()),
   headings: Array.from(document.querySelectorAll('h1, h2, h3')).map(e => e.innerText.trim()).filter(t => t),
