@@ -43,10 +43,10 @@ from pathlib import Path
 from ingest import parsers
 from ingest.config import setting
 from ingest.errors import DatabaseError, InputError, ParseError, ServerUnavailable
-from ingest.fileio import GZIP_MAGIC, printable
+from ingest.fileio import GZIP_MAGIC
 from ingest.load.content import MAX_BAD_RECORDS, MAX_ERRORS_KEPT, documents_of
 from ingest.load.outcome import FileOutcome
-from ingest.load.protocol import Context, drop_contents, incarnation
+from ingest.load.protocol import Context, drop_contents, failed_fields, incarnation, loaded_fields
 from ingest.load.reading import Version, memory_stream, read_small
 from ingest.load.records import replace_older, write_versions
 from ingest.load.writer import RECORDS
@@ -243,23 +243,9 @@ def _commit_entries(ctx: Context, loadable: list[Prepared], failed: list[Prepare
     share = (time.perf_counter() - started) / max(1, len(loadable))
     entries: list[dict] = []
     for p in loadable:
-        o = p.outcome
-        o.load_seconds = share
-        o.status = "loaded"
-        entries.append({
-            "_id": o.path, "path": o.path, "status": "loaded", "sha256": p.sha256, "size": p.read.size,
-            "mtime": p.read.mtime, "format": o.format, "records": o.records, "inserted": o.inserted,
-            "updated": o.updated, "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
-            "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
-            "run_id": ctx.run_id, "finished": finished,
-            "seconds": {"parse": round(o.parse_seconds, 6), "load": round(share, 6),
-                        "total": round(o.parse_seconds + share, 6)}})
-    for p in failed:
-        o = p.outcome
-        entries.append({"_id": o.path, "path": o.path, "status": "failed", "error": printable(o.reason or "", backslash=False),
-                        "errors": o.errors, "warnings": o.warnings, "warnings_total": o.warnings_total,
-                        "failed_sha256": o.sha256, "run_id": ctx.run_id,
-                        "finished": finished})
+        p.outcome.load_seconds, p.outcome.status = share, "loaded"
+        entries.append({"_id": p.key, "path": p.key, **loaded_fields(p.outcome, p.read, ctx.run_id, finished)})
+    entries += [{"_id": p.key, "path": p.key, **failed_fields(p.outcome, ctx.run_id, finished)} for p in failed]
     # journaled: acknowledged, the entries outlive a crash of the server (a lost one would leave
     # its file's documents to be dropped with its claim, after the load had reported it loaded)
     _, taken = ctx.retry("recording the batch in the ledger", insert_new, durable(ctx.db[LEDGER]), entries)

@@ -47,6 +47,7 @@ def checked_version(key: str, size: int, outcome: FileOutcome, max_bad: int = MA
         fmt = parsers.detect(Path(key))
     except InputError:
         return hash_version(key)
+    outcome.format = fmt.name  # what it is read as, also when its bytes fail it (as in a batch)
     try:
         failure = head_failure(key, fmt, outcome, max_bad) if size > HEAD_CHECK_FROM else None
         if failure is not None:

@@ -32,13 +32,21 @@ from pathlib import Path
 
 from ingest import parsers
 from ingest.errors import DatabaseError, InputError, ParseError, SciIngestError, ServerUnavailable
-from ingest.fileio import printable
 from ingest.inputs import LOADED_BY_ANOTHER
 from ingest.load.claims import ClaimLost, ClaimTimeout
 from ingest.load.content import MAX_BAD_RECORDS, write_content
 from ingest.load.early import checked_version
 from ingest.load.outcome import FileOutcome
-from ingest.load.protocol import MAX_REWRITES, Context, commit_entry, drop_contents, incarnation, same_version
+from ingest.load.protocol import (
+    MAX_REWRITES,
+    Context,
+    commit_entry,
+    drop_contents,
+    failed_fields,
+    incarnation,
+    loaded_fields,
+    same_version,
+)
 from ingest.load.reading import Changed, Version, version_of
 from ingest.parsers import Format
 from ingest.store.catalog import CLAIMS, LEDGER
@@ -212,14 +220,7 @@ def _loaded_fields(ctx: Context, flight: InFlight) -> dict:
                            and entry.get("run_id") == ctx.run_id):
         # this run wrote them all: before a server restart, or in an attempt of a worker that died
         o.inserted, o.existing = o.inserted + o.existing, 0
-    return {
-        "status": "loaded", "sha256": o.sha256, "size": flight.version.size, "mtime": flight.version.mtime,
-        "format": o.format, "records": o.records, "inserted": o.inserted, "updated": o.updated,
-        "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
-        "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
-        "run_id": ctx.run_id,
-        "finished": utcnow(), "seconds": {"parse": round(o.parse_seconds, 6), "load": round(o.load_seconds, 6),
-                                          "total": round(o.parse_seconds + o.load_seconds, 6)}}
+    return loaded_fields(o, flight.version, ctx.run_id)
 
 
 def _loaded(ctx: Context, flight: InFlight, final: dict) -> FileOutcome:
@@ -308,11 +309,7 @@ def _duplicate(ctx: Context, entry: dict, outcome: FileOutcome, version: Version
 def _commit_failure(ctx: Context, outcome: FileOutcome, reason: str, drop: list[str] | None = None) -> FileOutcome:
     """The file failed: its entry says why (and keeps its last loaded version)."""
     outcome.fail(reason)
-    commit_entry(ctx, outcome.path, {
-        "status": "failed", "error": printable(reason, backslash=False), "errors": outcome.errors,
-        "warnings": outcome.warnings, "warnings_total": outcome.warnings_total,
-        "failed_sha256": outcome.sha256, "run_id": ctx.run_id, "finished": utcnow()},
-        drop=drop or (), unset=("pending",))
+    commit_entry(ctx, outcome.path, failed_fields(outcome, ctx.run_id), drop=drop or (), unset=("pending",))
     return outcome
 
 

@@ -29,6 +29,12 @@ the journal holds it and everything before it, and if the server's identity (:fu
 ``hello.topologyVersion.processId``) is the same before the documents and after the seal, one run
 of the server took them all.  Otherwise the documents are written again (they are idempotent).
 
+A batch of one is a file: whichever way a file goes, its entry is written by the same functions
+(:func:`loaded_fields`, :func:`failed_fields`), its documents and records are the same, and the
+load's report names it the same way, in the same order (``tests/test_batch_is_a_file.py`` loads a
+landing folder both ways and compares everything stored).  What differs is the cost: a batch
+spends a constant number of round trips on up to 500 files, a file alone about ten.
+
 Rolling back a content deletes its documents unless another path's ledger entry stands for the same
 content; records fall back to their next holder (:mod:`ingest.load.records`).  Recovery, of one
 entry, one claim or a whole stopped run, is :mod:`ingest.load.recovery`.
@@ -36,20 +42,26 @@ entry, one claim or a whole stopped run, is :mod:`ingest.load.recovery`.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from pymongo.database import Database
 
+from ingest.fileio import printable
 from ingest.load.claims import Claims, Owner
 from ingest.load.content import MAX_BAD_RECORDS, content_filters
+from ingest.load.outcome import FileOutcome
+from ingest.load.reading import Version
 from ingest.load.records import drop_records
 from ingest.load.writer import PipelinedWriter
 from ingest.store.catalog import LEDGER
 from ingest.store.ledger import Ledger
 from ingest.store.retry import Retry
+from ingest.timing import utcnow
 
-__all__ = ["Context", "incarnation", "drop_contents", "commit_entry", "same_version", "MAX_REWRITES"]
+__all__ = ["Context", "incarnation", "drop_contents", "commit_entry", "same_version", "loaded_fields",
+           "failed_fields", "MAX_REWRITES"]
 
 #: How often a file is written again because the server restarted while it was written.
 MAX_REWRITES = 3
@@ -83,6 +95,33 @@ def incarnation(ctx: Context) -> object:
 def same_version(record: dict, size: int, mtime: float) -> bool:
     """Whether ``record`` (an entry, or its pending version) describes a file of this size and mtime."""
     return record.get("size") == size and record.get("mtime") == mtime
+
+
+def loaded_fields(outcome: FileOutcome, version: Version, run_id: str,
+                  finished: dt.datetime | None = None) -> dict:
+    """A loaded file's entry, the same whichever way it went (alone, or in a batch: a batch of one is a
+    file, ``tests/test_batch_is_a_file.py``): the version, what it holds, what was said of it, when."""
+    o = outcome
+    return {
+        "status": "loaded", "sha256": version.sha256, "size": version.size, "mtime": version.mtime,
+        "format": o.format, "records": o.records, "inserted": o.inserted, "updated": o.updated,
+        "existing": o.existing, "error": None, "errors": [], "warnings": o.warnings,
+        "warnings_total": o.warnings_total, "set_aside": o.set_aside, "set_aside_total": o.set_aside_total,
+        "run_id": run_id, "finished": finished or utcnow(),
+        "seconds": {"parse": round(o.parse_seconds, 6), "load": round(o.load_seconds, 6),
+                    "total": round(o.parse_seconds + o.load_seconds, 6)}}
+
+
+def failed_fields(outcome: FileOutcome, run_id: str, finished: dt.datetime | None = None) -> dict:
+    """A failed file's entry (alone or in a batch): why, its first errors, and the version that failed
+    (an entry's last loaded version, if it had one, stays beside it: ``sha256``, ``records``)."""
+    o = outcome
+    fields = {"status": "failed", "error": printable(o.reason or "", backslash=False), "errors": o.errors,
+              "warnings": o.warnings, "warnings_total": o.warnings_total, "failed_sha256": o.sha256,
+              "run_id": run_id, "finished": finished or utcnow()}
+    if o.format:  # what it was read as; a file of no known format leaves what the entry said
+        fields["format"] = o.format
+    return fields
 
 
 def commit_entry(ctx: Context, key: str, set_fields: dict, drop: Iterable[str] = (),

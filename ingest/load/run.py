@@ -165,6 +165,7 @@ def load_group(job: LoadJob, keys: list[str], new: Sequence[str] = ()) -> list[d
     retries = ctx.retry.retries
     outcomes: list[FileOutcome] = []
     flights: list[InFlight] = []
+    order = {key: i for i, key in enumerate(keys)}
     try:
         if new:
             keys = _load_batches(ctx, keys, set(new), outcomes)
@@ -178,6 +179,7 @@ def load_group(job: LoadJob, keys: list[str], new: Sequence[str] = ()) -> list[d
                 outcomes.append(step)
         while flights:
             outcomes.append(complete(ctx, flights.pop(0)))
+        outcomes.sort(key=lambda o: order[o.path])  # the group's order, batched or not (a batch of one is a file)
         _decided(outcomes)
         try:
             _record_file_timings(ctx, job, outcomes)
