@@ -81,7 +81,7 @@ def nothing_to_load(paths: list[str]) -> str | None:
 
 
 def cmd_run(args, steps=("load", "analyze", "validate"), analyses=None) -> int:
-    from ingest.pipeline import run  # noqa: PLC0415 - lazy: Dask and pymongo (about a second); --help must not pay them
+    from ingest.pipeline import run  # noqa: PLC0415 - lazy: pymongo and tqdm (ingest.pipeline: 0.1 s); --help must not pay them
 
     settings = settings_from(args)
     options = load_options(args, settings)  # a bad one: exit 64, before anything else is looked at

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 
+from ingest import plugins
 from ingest.cli.options import DB_NAME, EPILOG_MAIN, HIDDEN_HELP, JSON_HELP, PORT, add_load_options, exit_codes
 from ingest.config import DbName, bad_settings, begin_command
 from ingest.dates import command_began, process_started
@@ -50,7 +51,7 @@ class Parser(argparse.ArgumentParser):
 # The commands that talk to a server import pymongo (0.9 s of a cold start) when they run, never
 # when the parser is built: `sci-ingest parse` and every --help stay at the parser's cost.
 def cmd_run(args) -> int:
-    from ingest.cli.common import cmd_run  # noqa: PLC0415 - lazy: the settings and the pipeline; --help and parse must not pay them
+    from ingest.cli.common import cmd_run  # noqa: PLC0415 - lazy: ingest.cli.common, ingest.report and json: 3 ms that parse must not pay
 
     return cmd_run(args)
 
@@ -74,7 +75,7 @@ def cmd_timings(args) -> int:
 
 
 def cmd_server(args) -> int:
-    from ingest.cli.server import cmd_server  # noqa: PLC0415 - lazy: SecantusDB's process handling (40 modules); --help and parse must not pay it
+    from ingest.cli.server import cmd_server  # noqa: PLC0415 - lazy: SecantusDB's process handling (ingest.cli.server: 18 ms); --help and parse must not pay it
 
     return cmd_server(args)
 
@@ -86,8 +87,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_airflow(args) -> int:
-    from ingest.airflow.local import run_local  # noqa: PLC0415 - lazy: Airflow's own modules start in seconds
-    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings; --help and parse must not pay them
+    from ingest.airflow.local import run_local  # noqa: PLC0415 - lazy: the embedded server's start (ingest.airflow.local: 18 ms); --help and parse must not pay it
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: as cmd_run's
 
     return run_local(settings_from(args), port=args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
 
@@ -133,8 +134,7 @@ def _top_parser():
 
 def build_parser(with_plugins: bool = True) -> Parser:
     """The whole command line; ``with_plugins=False``: ``ingest``'s own commands only (no plugin loaded)."""
-    from ingest import plugins  # noqa: PLC0415 - lazy: see _parse_parser
-    from ingest.cli import certs, query, shard  # noqa: PLC0415 - lazy: see _parse_parser
+    from ingest.cli import certs, query, shard  # noqa: PLC0415 - lazy: 2 ms that parse must not pay (_parse_parser)
 
     parser, add, database = _top_parser()
     p = add("run", cmd_run, "the main job: load, analyze, validate, report timings",
@@ -230,7 +230,7 @@ def _add_parse(add) -> None:
 def _parse_parser() -> Parser:
     """The command line of ``sci-ingest parse`` alone: the same top level and ``parse`` as
     :func:`build_parser` gives, without building the other commands or importing their modules
-    (certs, kept, query, shard, plugins and what they import: hashlib, socket, subprocess, typing).
+    (certs, kept, query, shard, the plugins and what they import: hashlib, socket, subprocess, typing).
     Measured on ``samples/pasta/ssearch36_prot.m10`` (cachegrind, the whole command): 293 M
     instructions with every command's parser, 224 M without, about 14 ms of each ``parse``."""
     parser, add, _ = _top_parser()
@@ -424,7 +424,7 @@ def run() -> None:
     bad = bad_settings()  # said by main() below, in a process of its own
     keeping = not bad and argv[:1] != ["parse"]  # no kept process serves `parse` (kept.COMMANDS)
     if keeping:
-        from ingest.cli import kept  # noqa: PLC0415 - lazy: see _parse_parser
+        from ingest.cli import kept  # noqa: PLC0415 - lazy: subprocess, socket and hashlib (ingest.cli.kept: 9 ms) that parse must not pay
     code = kept.run_kept(argv, started) if keeping else None
     if code is None:
         if keeping:

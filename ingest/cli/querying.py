@@ -186,7 +186,7 @@ def _n(value) -> str:
 
 def _export(coll, spec, fmt: str, out: str, args) -> int:
     """Write ``out`` through pymongoarrow; its summary on stderr (with --json: on stdout, as one object)."""
-    from ingest.query.export import export, summary_lines  # noqa: PLC0415 - lazy: pyarrow and pymongoarrow (seconds)
+    from ingest.query.export import export, summary_lines  # noqa: PLC0415 - lazy: pyarrow, pandas and pymongoarrow (ingest.query.export: 0.24 s); query and indexes must not pay them
 
     result = export(coll, spec, fmt, out, batch_size=getattr(args, "batch_size", None) or 2000)
     for level, message in summary_lines(result, coll.name):
@@ -218,7 +218,7 @@ def cmd_export(args) -> int:
         if fmt in GENOMIC:
             return _genomic(coll, spec, fmt, out, args)
         if fmt in OPTIMADE:
-            from ingest.query import optimade_export  # noqa: PLC0415 - lazy: pyarrow (seconds), as _export's
+            from ingest.query import optimade_export  # noqa: PLC0415 - lazy: pyarrow (ingest.query.optimade_export: 73 ms), as _export's
             return optimade_export.run(coll, spec, fmt, out, as_json=args.json, say=_say,
                                        batch_size=getattr(args, "batch_size", None))
         return _export(coll, spec, fmt, out, args)

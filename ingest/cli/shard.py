@@ -15,6 +15,7 @@ from pathlib import Path
 from ingest.cli.options import typed
 from ingest.config import Number
 from ingest.errors import Exit, UsageError
+from ingest.report import dumps, table
 
 #: The declared type and range of the options (:func:`ingest.cli.options.typed`).
 SEED = typed(Number(noun="a 32-bit signed integer", least=-(2**31), most=2**31 - 1))
@@ -28,7 +29,7 @@ __all__ = ["register", "cmd_hash", "cmd_shard", "cmd_shard_plan"]
 
 def cmd_hash(args) -> int:
     """One signed 64-bit decimal per value: argument values, else one value per line of stdin."""
-    from ingest.sharding.hashkey import hash64, parse_value  # noqa: PLC0415 - lazy: hashlib, decimal (14 modules); parse and --help must not pay them
+    from ingest.sharding.hashkey import hash64, parse_value  # noqa: PLC0415 - lazy: bson, hashlib, decimal (ingest.sharding.hashkey: 15 ms); --help must not pay them
 
     if args.values:
         items = ((f"argument {i}", text) for i, text in enumerate(args.values, 1))
@@ -52,8 +53,7 @@ def cmd_hash(args) -> int:
 
 def cmd_shard(args) -> int:
     """Shard the data collections on their hashed keys through mongos (or print the commands)."""
-    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config, ingest.report); parse and --help must not pay them
-    from ingest.report import dumps  # noqa: PLC0415 - lazy: as settings_from
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: ingest.cli.common and ingest.parsers (1.5 ms); --help must not pay them
     from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo, as shard
     from ingest.sharding.collections import shard  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
 
@@ -83,11 +83,10 @@ def cmd_shard(args) -> int:
 
 def cmd_shard_plan(args) -> int:
     """Hashed against ranged placement of each collection's keys on N shards: a table and a PNG."""
-    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: the settings (ingest.config, ingest.report); parse and --help must not pay them
-    from ingest.report import dumps, table  # noqa: PLC0415 - lazy: as settings_from
+    from ingest.cli.common import settings_from  # noqa: PLC0415 - lazy: ingest.cli.common and ingest.parsers (1.5 ms); --help must not pay them
     from ingest.server.connection import database  # noqa: PLC0415 - lazy: pymongo, as KEYS
     from ingest.sharding.collections import KEYS, version_tuple  # noqa: PLC0415 - lazy: pymongo costs 0.9 s; parse and --help must not pay it
-    from ingest.sharding.plan import DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows, write_png  # noqa: PLC0415 - lazy: pymongo and matplotlib, as KEYS
+    from ingest.sharding.plan import DEFAULT_CHUNK_BYTES, generated_keys, plan_collection, read_keys, rows, write_png  # noqa: PLC0415 - lazy: pymongo, as KEYS
     from ingest.store.mongo import db_errors  # noqa: PLC0415 - lazy: pymongo, as KEYS
 
     wanted = args.collection or list(KEYS)
