@@ -40,7 +40,7 @@ BAD_QUERY = ("an unknown collection or field, a bad --where (the column is named
 
 
 def cmd_query(args) -> int:
-    from ingest.cli.querying import cmd_query as run  # noqa: PLC0415 - lazy: pymongo, the curated declarations and the query language (0.3-0.9 s); parse and --help must not pay them
+    from ingest.cli.querying import cmd_query as run  # noqa: PLC0415 - lazy: pymongo, the curated declarations and the query language (ingest.cli.querying: 0.17 s; 0.3 s cold); parse and --help must not pay them
 
     return run(args)
 
