@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from bson import Decimal128, Int64, ObjectId
 from bson.errors import InvalidBSON
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from analytics.reading.streaming import StreamSpec, _converter, chunk_frame, read_chunks
 from ingest.schema import Schema
@@ -103,11 +103,21 @@ def _frames_equal(columns, docs):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(clean_docs, min_size=1, max_size=12))
+@example([{"name": None, "extra": dt.datetime(1986, 5, 3)}])  # the screen's false alarm (below)
 def test_a_clean_chunk_reads_the_same_through_pymongoarrow(docs):
     raw = _frames_equal(COLUMNS, docs)
-    # the way this test means to check was taken (a null inside a list of strings sends a chunk
-    # the exact way; the generator never writes one here)
-    assert _converter(Schema(COLUMNS).columns).clean(raw) is not None
+    schema = Schema(COLUMNS)
+    converter = _converter(schema.columns)
+    table = converter.clean(raw)
+    if table is None:
+        # The raw-byte screen is conservative: a value's bytes can look like an element of a
+        # declared name (a type byte, the name, a NUL: the date 1986-05-03 is the int64 whose bytes
+        # hold b"\x03x\x00", a document named x), and the chunk goes the exact way: right, and
+        # slower.  Only the screen may refuse a clean chunk (a make test beside CPU hogs met this
+        # one); the fast way is then read directly, so the way this test means to check is taken.
+        assert converter.suspicious(raw, nans=False), "a clean chunk refused, not by the screen"
+        table = converter.fast(raw)
+    pd.testing.assert_frame_equal(schema.frame_of(table), exact(COLUMNS, raw))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
